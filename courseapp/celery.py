@@ -1,0 +1,11 @@
+"""Celery app. In the default single-process mode nothing starts a worker; the scaled mode
+(REDIS_URL set) runs `celery -A courseapp worker -Q engine` per GPU host."""
+import os
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "courseapp.settings.dev")
+
+app = Celery("courseapp")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()

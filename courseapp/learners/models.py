@@ -1,0 +1,32 @@
+"""Who is learning: a guest (identified by the session) or an account, and what they read."""
+from django.conf import settings
+from django.db import models
+
+
+class Learner(models.Model):
+    """One learner's progress. Guests get a row on their first write; logging in or signing up
+    attaches it to the account (or merges it into the account's own learner)."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="learner"
+    )
+    last_section = models.ForeignKey(
+        "lessons.Section", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self):
+        return self.user.get_username() if self.user_id else f"guest #{self.pk}"
+
+    @property
+    def is_guest(self):
+        return self.user_id is None
+
+
+class SectionRead(models.Model):
+    learner = models.ForeignKey(Learner, on_delete=models.CASCADE, related_name="reads")
+    section = models.ForeignKey("lessons.Section", on_delete=models.CASCADE, related_name="reads")
+    read_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["learner", "section"], name="read_once")]

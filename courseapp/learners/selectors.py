@@ -1,0 +1,64 @@
+"""Reads about a learner's progress: mastery per objective, sections read, where to resume."""
+from dataclasses import dataclass
+
+from courseapp.learners.models import Learner
+from courseapp.quizzes.models import Attempt
+
+
+@dataclass(frozen=True, slots=True)
+class Mastery:
+    objective: object
+    score: float  # 0 … 1: mean over the objective's questions of the latest attempt's score
+    answered: int
+    total: int
+
+    @property
+    def percent(self):
+        return round(self.score * 100)
+
+
+def latest_scores(learner: Learner | None, questions) -> dict[int, float]:
+    """question id → score of the learner's most recent attempt at it."""
+    if learner is None:
+        return {}
+    latest = {}
+    for question_id, score in (
+        Attempt.objects.filter(learner=learner, question__in=questions)
+        .order_by("question_id", "created_at", "pk")
+        .values_list("question_id", "score")
+    ):
+        latest[question_id] = score  # later rows overwrite earlier ones
+    return latest
+
+
+def mastery_by_objective(*, learner: Learner | None, lesson) -> list[Mastery]:
+    objectives = list(lesson.objectives.prefetch_related("questions"))
+    questions = [q for o in objectives for q in o.questions.all()]
+    scores = latest_scores(learner, questions)
+    out = []
+    for objective in objectives:
+        ids = [q.pk for q in objective.questions.all()]
+        total = len(ids)
+        answered = sum(1 for i in ids if i in scores)
+        score = sum(scores.get(i, 0.0) for i in ids) / total if total else 0.0
+        out.append(Mastery(objective=objective, score=score, answered=answered, total=total))
+    return out
+
+
+def sections_read(*, learner: Learner | None, lesson) -> set[int]:
+    if learner is None:
+        return set()
+    return set(learner.reads.filter(section__lesson=lesson).values_list("section_id", flat=True))
+
+
+def resume_section(*, learner: Learner | None, lesson):
+    """Where to continue: the last section opened, else the first unread one, else the first."""
+    sections = list(lesson.sections.all())
+    if not sections:
+        return None
+    if learner is not None and learner.last_section_id:
+        for s in sections:
+            if s.pk == learner.last_section_id:
+                return s
+    read = sections_read(learner=learner, lesson=lesson)
+    return next((s for s in sections if s.pk not in read), sections[0])

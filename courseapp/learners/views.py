@@ -1,0 +1,57 @@
+from django.contrib.auth import login
+from django.contrib.auth.forms import UserCreationForm
+from django.contrib.auth.views import LoginView
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods
+
+from courseapp.learners.selectors import mastery_by_objective, resume_section, sections_read
+from courseapp.learners.services import SESSION_KEY, learner_get, learner_merge_guest
+from courseapp.lessons.models import Lesson
+from courseapp.quizzes.models import Attempt
+
+
+class GuestKeepingLoginView(LoginView):
+    """Django's login, plus: what the learner did as a guest carries into the account."""
+
+    def form_valid(self, form):
+        guest_id = self.request.session.get(SESSION_KEY)
+        response = super().form_valid(form)
+        learner_merge_guest(guest_id=guest_id, user=form.get_user())
+        self.request.session.pop(SESSION_KEY, None)
+        return response
+
+
+@require_http_methods(["GET", "POST"])
+def signup(request):
+    if request.user.is_authenticated:
+        return redirect("progress")
+    form = UserCreationForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        guest_id = request.session.get(SESSION_KEY)
+        user = form.save()
+        login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+        learner_merge_guest(guest_id=guest_id, user=user)
+        request.session.pop(SESSION_KEY, None)
+        return redirect("progress")
+    return render(request, "registration/signup.html", {"form": form})
+
+
+def progress(request):
+    learner = learner_get(request)
+    lessons = []
+    for lesson in Lesson.objects.filter(available=True):
+        read = sections_read(learner=learner, lesson=lesson)
+        lessons.append(
+            {
+                "lesson": lesson,
+                "mastery": mastery_by_objective(learner=learner, lesson=lesson),
+                "sections": [(s, s.pk in read) for s in lesson.sections.all()],
+                "resume": resume_section(learner=learner, lesson=lesson),
+            }
+        )
+    attempts = (
+        Attempt.objects.filter(learner=learner).select_related("question").order_by("-created_at")[:50]
+        if learner
+        else []
+    )
+    return render(request, "learners/progress.html", {"lessons": lessons, "attempts": attempts, "learner": learner})

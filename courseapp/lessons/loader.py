@@ -1,0 +1,128 @@
+"""Load the course from courseapp/content/ into the database (docs/content-format.md).
+
+Idempotent: rows are matched by slug and updated in place, so loading twice changes nothing
+and learners' progress (keyed on those rows) survives content edits.
+"""
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+from django.db import transaction
+
+from courseapp.lessons.models import Course, GlossaryTerm, Lesson, Objective, Section
+from courseapp.quizzes.loader import QuestionFileError, questions_load
+
+FRONT_MATTER = re.compile(r"\A---\s*\n(.*?)\n---\s*\n(.*)\Z", re.S)
+DIRECTIVE = re.compile(r"^\[\[(diagram [a-z0-9-]+|calculator|selfcheck)\]\]$", re.M)
+
+
+class ContentError(ValueError):
+    pass
+
+
+@dataclass(slots=True)
+class LoadReport:
+    lessons: int = 0
+    sections: int = 0
+    objectives: int = 0
+    terms: int = 0
+    questions: int = 0
+
+
+def _yaml(path: Path):
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise ContentError(f"{path}: {exc}") from exc
+
+
+def read_section_file(path: Path) -> tuple[dict, str]:
+    match = FRONT_MATTER.match(path.read_text(encoding="utf-8"))
+    if not match:
+        raise ContentError(f"{path}: missing YAML front matter (--- … ---)")
+    meta = yaml.safe_load(match.group(1)) or {}
+    for field in ("slug", "number", "title"):
+        if field not in meta:
+            raise ContentError(f"{path}: front matter needs {field!r}")
+    return meta, match.group(2).strip() + "\n"
+
+
+@transaction.atomic
+def content_load(*, root: Path) -> LoadReport:
+    """Load course.yaml and every lesson folder that has a lesson.yaml."""
+    report = LoadReport()
+    course_data = _yaml(root / "course.yaml")
+    course, _ = Course.objects.update_or_create(slug=course_data["slug"], defaults={"title": course_data["title"]})
+    for entry in course_data["lessons"]:
+        Lesson.objects.update_or_create(
+            number=entry["number"],
+            defaults={
+                "course": course,
+                "slug": entry["slug"],
+                "title": entry["title"],
+                "day": entry.get("day"),
+                "layer": entry.get("layer", ""),
+                "available": bool(entry.get("available", False)),
+            },
+        )
+        report.lessons += 1
+        folder = root / entry["slug"]
+        if (folder / "lesson.yaml").exists():
+            _load_lesson(folder, report)
+    return report
+
+
+def _load_lesson(folder: Path, report: LoadReport) -> None:
+    data = _yaml(folder / "lesson.yaml")
+    lesson = Lesson.objects.get(number=data["number"])
+    lesson.title = data["title"]
+    lesson.keywords = list(data.get("keywords", []))
+    lesson.layer = data.get("layer", lesson.layer)
+    lesson.day = data.get("day", lesson.day)
+    lesson.save()
+
+    objectives = {}
+    for order, obj in enumerate(data["objectives"], start=1):
+        objectives[obj["slug"]], _ = Objective.objects.update_or_create(
+            lesson=lesson, slug=obj["slug"], defaults={"order": order, "text": obj["text"].strip()}
+        )
+    report.objectives += len(objectives)
+
+    anchors: set[str] = set()
+    for order, path in enumerate(sorted((folder / "sections").glob("*.md")), start=1):
+        meta, body = read_section_file(path)
+        section, _ = Section.objects.update_or_create(
+            lesson=lesson,
+            slug=meta["slug"],
+            defaults={"number": str(meta["number"]), "title": meta["title"], "order": order, "body": body},
+        )
+        clash = anchors & set(section.anchors)
+        if clash:
+            raise ContentError(f"{path}: anchors used twice: {sorted(clash)}")
+        anchors |= set(section.anchors)
+        report.sections += 1
+
+    for entry in _yaml(folder / "glossary.yaml") or []:
+        if entry["section"] not in anchors:
+            raise ContentError(f"glossary {entry['slug']}: section anchor {entry['section']!r} is not in the lesson")
+        GlossaryTerm.objects.update_or_create(
+            lesson=lesson,
+            slug=entry["slug"],
+            defaults={
+                "term": entry["term"],
+                "aliases": list(entry.get("aliases") or [entry["term"]]),
+                "genus": entry["genus"].strip(),
+                "differentia": entry["differentia"].strip(),
+                "contrast": entry["contrast"].strip(),
+                "anchor": entry["section"],
+            },
+        )
+        report.terms += 1
+
+    try:
+        report.questions += questions_load(
+            lesson=lesson, entries=_yaml(folder / "questions.yaml") or [], objectives=objectives, anchors=anchors
+        )
+    except QuestionFileError as exc:
+        raise ContentError(f"{folder / 'questions.yaml'}: {exc}") from exc

@@ -1,0 +1,83 @@
+from django.shortcuts import get_object_or_404, render
+from django.views.decorators.http import require_POST
+
+from courseapp.learners.selectors import mastery_by_objective, resume_section, sections_read
+from courseapp.learners.services import learner_get, section_mark_read, section_visit
+from courseapp.lessons.models import Course, Lesson
+from courseapp.lessons.rendering import SELFCHECK_SLOT, render_section
+from courseapp.lessons.selectors import lesson_get, lesson_neighbours, section_neighbours
+from courseapp.quizzes.selectors import anchor_label, anchor_url
+from courseapp.quizzes.views import question_cards, selfcheck_html
+
+
+def home(request):
+    course = Course.objects.prefetch_related("lessons").first()
+    lesson = Lesson.objects.filter(available=True).first()
+    learner = learner_get(request)
+    context = {"course": course, "lesson": lesson}
+    if lesson is not None:
+        context["resume"] = resume_section(learner=learner, lesson=lesson)
+        context["mastery"] = mastery_by_objective(learner=learner, lesson=lesson)
+    return render(request, "lessons/home.html", context)
+
+
+def lesson_detail(request, number):
+    lesson = lesson_get(number=number)
+    learner = learner_get(request)
+    prev_lesson, next_lesson = lesson_neighbours(lesson=lesson)
+    read = sections_read(learner=learner, lesson=lesson)
+    return render(
+        request,
+        "lessons/lesson_detail.html",
+        {
+            "lesson": lesson,
+            "prev_lesson": prev_lesson,
+            "next_lesson": next_lesson,
+            "sections": [(s, s.pk in read) for s in lesson.sections.all()],
+            "mastery": mastery_by_objective(learner=learner, lesson=lesson),
+            "resume": resume_section(learner=learner, lesson=lesson),
+            "read_count": len(read),
+        },
+    )
+
+
+def section_detail(request, number, slug):
+    lesson = lesson_get(number=number)
+    section = get_object_or_404(lesson.sections, slug=slug)
+    learner = learner_get(request, create=True)
+    section_visit(learner=learner, section=section)
+    body = render_section(section, list(lesson.glossary.all()))
+    if SELFCHECK_SLOT in body:
+        body = body.replace(SELFCHECK_SLOT, selfcheck_html(request, learner=learner, lesson=lesson))
+    prev_section, next_section = section_neighbours(section=section)
+    read = sections_read(learner=learner, lesson=lesson)
+    return render(
+        request,
+        "lessons/section_detail.html",
+        {
+            "lesson": lesson,
+            "section": section,
+            "body": body,
+            "prev_section": prev_section,
+            "next_section": next_section,
+            "toc": [(s, s.pk in read) for s in lesson.sections.all()],
+            "is_read": section.pk in read,
+            "mastery": mastery_by_objective(learner=learner, lesson=lesson),
+            "cards": [] if "selfcheck" in section.body else question_cards(request, learner=learner, section=section),
+        },
+    )
+
+
+@require_POST
+def section_read(request, number, slug):
+    lesson = lesson_get(number=number)
+    section = get_object_or_404(lesson.sections, slug=slug)
+    learner = learner_get(request, create=True)
+    section_mark_read(learner=learner, section=section)
+    return render(request, "lessons/partials/read_mark.html", {"lesson": lesson, "section": section, "is_read": True})
+
+
+def glossary(request, number):
+    lesson = lesson_get(number=number)
+    terms = [(t, anchor_url(lesson, t.anchor), anchor_label(t.anchor)) for t in lesson.glossary.all()]
+    return render(request, "lessons/glossary.html", {"lesson": lesson, "terms": terms})

@@ -1,0 +1,135 @@
+"""Questions from questions.yaml → Question rows, split into what the page may show (`public`)
+and what only the grader reads (`key`).
+
+Every id the browser sees is an opaque hash, and ordering items are shown in a fixed shuffle
+that is never the right order, so neither ids nor positions give the answer away.
+"""
+import hashlib
+import random
+
+from courseapp.quizzes.models import Question
+
+REQUIRED = {
+    "single": ("choices", "answer"),
+    "multi": ("choices", "answer"),
+    "numeric": ("answer",),
+    "short": ("answers",),
+    "ordering": ("items",),
+    "matching": ("left", "right", "answer"),
+}
+
+
+class QuestionFileError(ValueError):
+    pass
+
+
+def opaque_id(question_slug: str, kind: str, raw_id) -> str:
+    return hashlib.sha256(f"{question_slug}/{kind}/{raw_id}".encode()).hexdigest()[:10]
+
+
+def _shuffled(slug: str, items: list) -> list:
+    """A deterministic shuffle (stable across loads) that differs from the given order."""
+    rng = random.Random(f"shuffle:{slug}")
+    shown = list(items)
+    if len(shown) < 2:
+        return shown
+    while shown == items:
+        rng.shuffle(shown)
+    return shown
+
+
+def _entries(slug, kind, raw):
+    seen = set()
+    out = []
+    for entry in raw:
+        if entry["id"] in seen:
+            raise QuestionFileError(f"{slug}: duplicate {kind} id {entry['id']!r}")
+        seen.add(entry["id"])
+        out.append({"id": opaque_id(slug, kind, entry["id"]), "text": str(entry["text"])})
+    return out
+
+
+def split_question(data: dict) -> tuple[dict, dict, dict]:
+    """Return (public, key, choice_feedback) for one question entry of the YAML file."""
+    slug, qtype = data["id"], data["type"]
+    if qtype not in REQUIRED:
+        raise QuestionFileError(f"{slug}: unknown type {qtype!r}")
+    missing = [k for k in REQUIRED[qtype] if k not in data]
+    if missing:
+        raise QuestionFileError(f"{slug}: {qtype} question needs {', '.join(missing)}")
+
+    def oid(kind, raw_id):
+        return opaque_id(slug, kind, raw_id)
+
+    feedback = {}
+    if qtype in ("single", "multi"):
+        choices = _entries(slug, "choice", data["choices"])
+        ids = {c["id"] for c in data["choices"]}
+        answer = data["answer"] if qtype == "multi" else [data["answer"]]
+        if not isinstance(answer, list) or set(answer) - ids:
+            raise QuestionFileError(f"{slug}: answer names a choice that does not exist")
+        public = {"choices": choices}
+        if qtype == "single":
+            key = {"answer": oid("choice", data["answer"])}
+        else:
+            key = {"choices": [c["id"] for c in choices], "answer": [oid("choice", a) for a in answer]}
+        for raw_id, text in (data.get("choice_feedback") or {}).items():
+            if raw_id not in ids:
+                raise QuestionFileError(f"{slug}: choice_feedback for unknown choice {raw_id!r}")
+            feedback[oid("choice", raw_id)] = str(text)
+    elif qtype == "numeric":
+        public = {"unit": data.get("unit", "")}
+        key = {"answer": float(data["answer"]), "tolerance": float(data.get("tolerance", 0))}
+    elif qtype == "short":
+        if not data["answers"]:
+            raise QuestionFileError(f"{slug}: short answer needs at least one accepted answer")
+        public = {}
+        key = {"answers": [str(a) for a in data["answers"]], "patterns": list(data.get("patterns", []))}
+    elif qtype == "ordering":
+        items = _entries(slug, "item", data["items"])
+        if len(items) < 3:
+            raise QuestionFileError(f"{slug}: ordering needs at least 3 items")
+        public = {"items": _shuffled(slug, items)}
+        key = {"order": [i["id"] for i in items]}
+    else:  # matching
+        left = _entries(slug, "left", data["left"])
+        right = _entries(slug, "right", data["right"])
+        left_ids = {e["id"] for e in data["left"]}
+        right_ids = {e["id"] for e in data["right"]}
+        if set(data["answer"]) != left_ids or set(data["answer"].values()) - right_ids:
+            raise QuestionFileError(f"{slug}: matching answer must pair every left item with a right item")
+        public = {"left": left, "right": _shuffled(slug, right)}
+        key = {"pairs": {oid("left", lft): oid("right", r) for lft, r in data["answer"].items()}}
+    return public, key, feedback
+
+
+def questions_load(*, lesson, entries: list, objectives: dict, anchors: set) -> int:
+    """Create or update the lesson's questions from parsed YAML entries. Returns how many."""
+    seen = set()
+    for order, data in enumerate(entries, start=1):
+        slug = data.get("id")
+        if not slug or slug in seen:
+            raise QuestionFileError(f"question #{order}: missing or duplicate id {slug!r}")
+        seen.add(slug)
+        if data.get("objective") not in objectives:
+            raise QuestionFileError(f"{slug}: unknown objective {data.get('objective')!r}")
+        if data.get("section") not in anchors:
+            raise QuestionFileError(f"{slug}: section anchor {data.get('section')!r} is not in the lesson")
+        public, key, feedback = split_question(data)
+        Question.objects.update_or_create(
+            slug=slug,
+            defaults={
+                "lesson": lesson,
+                "type": data["type"],
+                "objective": objectives[data["objective"]],
+                "anchor": data["section"],
+                "order": order,
+                "prompt": str(data["prompt"]).strip(),
+                "public": public,
+                "key": key,
+                "explanation": str(data.get("explanation", "")).strip(),
+                "hint": str(data.get("hint", "")).strip(),
+                "choice_feedback": feedback,
+            },
+        )
+    return len(seen)

@@ -1,0 +1,44 @@
+"""Writes for self-checks: grading a submission into the attempt history."""
+import secrets
+
+from django.db import IntegrityError, transaction
+
+from courseapp.quizzes import grading
+from courseapp.quizzes.models import Attempt, Question
+from courseapp.quizzes.responses import validate
+
+MAX_NONCE = 64
+
+
+def attempt_submit(*, learner, question: Question, response: dict, nonce: str) -> tuple[Attempt, bool]:
+    """Validate, grade and store one attempt. Returns (attempt, created).
+
+    The same nonce submitted twice (a double click, a retried request) returns the first
+    attempt instead of counting again. Raises responses.ResponseError for a bad response,
+    before anything is written.
+    """
+    nonce = (nonce or "")[:MAX_NONCE]
+    if nonce:
+        existing = Attempt.objects.filter(learner=learner, nonce=nonce).first()
+        if existing is not None:
+            return existing, False
+    clean = validate(question, response)
+    result = grading.grade(question.type, question.key, clean)
+    feedback = dict(result.detail)
+    if question.type == "single":
+        note = question.choice_feedback.get(clean["choice"])
+        if note and not result.is_correct:
+            feedback["choice_note"] = note
+    try:
+        with transaction.atomic():
+            attempt = Attempt.objects.create(
+                learner=learner,
+                question=question,
+                response=clean,
+                score=result.score,
+                feedback=feedback,
+                nonce=nonce or secrets.token_urlsafe(16),
+            )
+    except IntegrityError:  # the same nonce raced in from a parallel request
+        return Attempt.objects.get(learner=learner, nonce=nonce), False
+    return attempt, True

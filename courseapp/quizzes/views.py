@@ -1,0 +1,114 @@
+from django.http import HttpResponseBadRequest
+from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_POST
+
+from courseapp.learners.selectors import mastery_by_objective
+from courseapp.learners.services import learner_get
+from courseapp.lessons.rendering import markdown_inline, markdown_to_html
+from courseapp.quizzes.models import Question
+from courseapp.quizzes.responses import ResponseError, from_form
+from courseapp.quizzes.selectors import (
+    anchor_label,
+    anchor_url,
+    attempts_count,
+    latest_attempt,
+    new_nonce,
+    questions_for_section,
+    reveal_answer,
+)
+from courseapp.quizzes.services import attempt_submit
+
+
+def feedback_context(*, question, attempt, learner) -> dict | None:
+    """What the learner sees after a submission. The key is revealed only once the answer is
+    right or after a second try, so the first feedback points to the lesson, not the answer."""
+    if attempt is None:
+        return None
+    if attempt.is_correct:
+        verdict = "correct"
+    elif attempt.score > 0:
+        verdict = "partial"
+    else:
+        verdict = "wrong"
+    tries = attempts_count(learner=learner, question=question)
+    return {
+        "verdict": verdict,
+        "percent": round(attempt.score * 100),
+        "detail": attempt.feedback,
+        "section_label": anchor_label(question.anchor),
+        "section_url": anchor_url(question.lesson, question.anchor),
+        "explanation": markdown_to_html(question.explanation) if question.explanation else "",
+        "hint": question.hint,
+        "reveal": reveal_answer(question).lines if (attempt.is_correct or tries >= 2) else None,
+        "tries": tries,
+    }
+
+
+def _display(question, attempt):
+    """Options in the order the page shows them, with the learner's last answer filled in."""
+    public = question.public
+    response = attempt.response if attempt else {}
+    if question.type == "ordering":
+        by_id = {i["id"]: i for i in public["items"]}
+        order = response.get("order") or [i["id"] for i in public["items"]]
+        return {"items": [by_id[i] for i in order if i in by_id]}
+    if question.type == "matching":
+        pairs = response.get("pairs", {})
+        return {"rows": [(left, pairs.get(left["id"], "")) for left in public["left"]], "right": public["right"]}
+    if question.type in ("single", "multi"):
+        chosen = set(response.get("choices", [])) | {response.get("choice")}
+        return {"choices": [(c, c["id"] in chosen) for c in public["choices"]]}
+    return {"value": response.get("value", response.get("text", ""))}
+
+
+def card_context(*, question, learner, attempt=None, error=None) -> dict:
+    if attempt is None and error is None:
+        attempt = latest_attempt(learner=learner, question=question)
+    return {
+        "q": question,
+        "prompt": markdown_inline(question.prompt),
+        "nonce": new_nonce(),
+        "display": _display(question, attempt),
+        "feedback": feedback_context(question=question, attempt=attempt, learner=learner),
+        "error": error,
+    }
+
+
+def question_cards(request, *, learner, section) -> list[dict]:
+    return [card_context(question=q, learner=learner) for q in questions_for_section(section=section)]
+
+
+def selfcheck_html(request, *, learner, lesson) -> str:
+    groups = []
+    for objective in lesson.objectives.prefetch_related("questions"):
+        cards = [card_context(question=q, learner=learner) for q in objective.questions.all()]
+        groups.append({"objective": objective, "cards": cards})
+    return render_to_string("quizzes/selfcheck.html", {"groups": groups, "lesson": lesson}, request=request)
+
+
+def _bad_request(request, message, question=None):
+    html = render_to_string("quizzes/partials/error.html", {"message": message, "q": question}, request=request)
+    return HttpResponseBadRequest(html)
+
+
+@require_POST
+def question_submit(request, slug):
+    question = Question.objects.select_related("lesson", "objective").filter(slug=slug).first()
+    if question is None:
+        return _bad_request(request, _("There is no question “%(slug)s”.") % {"slug": slug[:60]})
+    learner = learner_get(request, create=True)
+    try:
+        response = from_form(question, request.POST)
+        attempt, _created = attempt_submit(
+            learner=learner, question=question, response=response, nonce=request.POST.get("nonce", "")
+        )
+    except ResponseError as exc:
+        return _bad_request(request, str(exc), question)
+    if not request.htmx:  # plain form post (no JavaScript): back to the card, which shows the result
+        return redirect(f"{anchor_url(question.lesson, question.anchor).split('#')[0]}#q-{question.slug}")
+    mastery = next(m for m in mastery_by_objective(learner=learner, lesson=question.lesson) if m.objective.pk == question.objective_id)
+    context = card_context(question=question, learner=learner, attempt=attempt)
+    context["mastery_oob"] = mastery
+    return render(request, "quizzes/partials/submit_result.html", context)

@@ -1,0 +1,17 @@
+"""`make test`."""
+from .base import *  # noqa: F401,F403
+from .base import BASE_DIR
+
+DEBUG = False
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_AUTOREFRESH = True
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast, tests only
+DATABASES = {
+    "default": {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": BASE_DIR / "db.sqlite3",
+        # Live-server (browser) tests need a file-backed test DB shared across threads.
+        "TEST": {"NAME": BASE_DIR / ".test-db.sqlite3"},
+    }
+}
+LOGGING = {"version": 1, "disable_existing_loggers": False}
