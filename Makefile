@@ -1,0 +1,44 @@
+# Two commands for a fresh machine with Python 3.11, make and git: `make run`, `make test`.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   := .venv
+BIN    := $(VENV)/bin
+PORT   ?= 8000
+export PYTHONDONTWRITEBYTECODE := 1
+
+.PHONY: run test install migrate content lock messages clean
+
+# Re-installs only when requirements.txt changes, so the second run is fast.
+$(BIN)/.installed: requirements.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	touch $@
+
+install: $(BIN)/.installed
+
+migrate: install
+	$(BIN)/python manage.py migrate --noinput -v0
+
+content: migrate
+	$(BIN)/python manage.py load_content
+
+run: content
+	@echo "Serving http://127.0.0.1:$(PORT)/ (Ctrl-C stops)"
+	$(BIN)/daphne -b 127.0.0.1 -p $(PORT) courseapp.asgi:application
+
+test: install
+	$(BIN)/python -m pytest
+
+# Regenerate the full lock from the direct pins in requirements.in.
+lock:
+	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv
+	.lock-venv/bin/pip install --quiet -r requirements.in
+	{ echo "# Every installed package, pinned exactly. Edit requirements.in, then run 'make lock'."; .lock-venv/bin/pip freeze; } > requirements.txt
+	rm -rf .lock-venv
+
+# Needs GNU gettext; the compiled .mo files are committed so `make run` does not.
+messages: install
+	$(BIN)/python manage.py makemessages -l ko -l en --ignore=.venv --ignore=tests
+	$(BIN)/python manage.py compilemessages --ignore=.venv
+
+clean:
+	rm -rf $(VENV) db.sqlite3 .test-db.sqlite3 .staticfiles

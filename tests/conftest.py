@@ -1,0 +1,19 @@
+import pytest
+from django.conf import settings
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_blocker):
+    """The real lesson content, loaded once into the test database (every test sees it;
+    each test's own writes roll back)."""
+    from courseapp.lessons.loader import content_load
+
+    with django_db_blocker.unblock():
+        content_load(root=settings.CONTENT_DIR)
+
+
+@pytest.fixture
+def lesson(db):
+    from courseapp.lessons.models import Lesson
+
+    return Lesson.objects.get(number=21)

@@ -1,0 +1,47 @@
+"""Splitting a question file entry into what the page shows and what only the grader reads."""
+import pytest
+
+from courseapp.quizzes.loader import QuestionFileError, split_question
+
+ORDERING = {
+    "id": "steps",
+    "type": "ordering",
+    "items": [{"id": "1", "text": "first"}, {"id": "2", "text": "second"}, {"id": "3", "text": "third"}, {"id": "4", "text": "fourth"}],
+}
+
+
+def test_ordering_is_shown_in_an_order_that_is_not_the_answer():
+    public, key, _ = split_question(ORDERING)
+    assert [i["id"] for i in public["items"]] != key["order"]
+    assert sorted(i["id"] for i in public["items"]) == sorted(key["order"])
+
+
+def test_ids_the_page_sees_do_not_reveal_the_raw_ids():
+    public, _, _ = split_question(ORDERING)
+    assert {i["id"] for i in public["items"]}.isdisjoint({"1", "2", "3", "4"})
+
+
+def test_split_is_stable_across_loads():
+    assert split_question(ORDERING) == split_question(ORDERING)
+
+
+def test_single_choice_key_is_not_in_public():
+    data = {"id": "q", "type": "single", "choices": [{"id": "a", "text": "A"}, {"id": "b", "text": "B"}], "answer": "b"}
+    public, key, _ = split_question(data)
+    assert "answer" not in public
+    assert key["answer"] in {c["id"] for c in public["choices"]}
+
+
+@pytest.mark.parametrize(
+    "data,message",
+    [
+        ({"id": "q", "type": "single", "choices": [{"id": "a", "text": "A"}], "answer": "z"}, "does not exist"),
+        ({"id": "q", "type": "essay"}, "unknown type"),
+        ({"id": "q", "type": "numeric"}, "needs answer"),
+        ({"id": "q", "type": "matching", "left": [{"id": "l", "text": "L"}], "right": [{"id": "r", "text": "R"}], "answer": {}}, "pair every"),
+        ({"id": "q", "type": "ordering", "items": [{"id": "a", "text": "A"}, {"id": "a", "text": "B"}, {"id": "c", "text": "C"}]}, "duplicate"),
+    ],
+)
+def test_broken_entries_are_refused_with_the_question_id(data, message):
+    with pytest.raises(QuestionFileError, match=message):
+        split_question(data)

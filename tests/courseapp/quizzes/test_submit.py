@@ -1,0 +1,162 @@
+"""Submitting a self-check: grading, feedback that cites the section, bad input, double submits."""
+import pytest
+from django.urls import reverse
+from django.utils import translation
+from django.utils.html import escape
+
+from courseapp.quizzes.models import Attempt, Question
+from tests.answers import right_form, wrong_form
+
+HX = {"HTTP_HX_REQUEST": "true"}
+TYPES = ["single", "multi", "numeric", "short", "ordering", "matching"]
+
+
+def submit(client, q, data, nonce="n-1", **extra):
+    return client.post(reverse("quizzes:submit", args=[q.slug]), {**data, "nonce": nonce}, **HX, **extra)
+
+
+def first_of(qtype):
+    return Question.objects.filter(type=qtype).order_by("order").first()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("qtype", TYPES)
+def test_right_answer_is_graded_correct_for_every_type(client, qtype):
+    q = first_of(qtype)
+    response = submit(client, q, right_form(q))
+    assert response.status_code == 200
+    assert 'data-verdict="correct"' in response.content.decode()
+    assert Attempt.objects.get(question=q).score == 1.0
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("qtype", TYPES)
+def test_wrong_answer_feedback_names_and_links_its_section(client, qtype):
+    q = first_of(qtype)
+    html = submit(client, q, wrong_form(q)).content.decode()
+    label = "§" + q.anchor.removeprefix("s").replace("-", ".")
+    assert f">{label}</a>" in html
+    assert f"#{q.anchor}" in html
+    assert 'data-verdict="correct"' not in html
+
+
+@pytest.mark.django_db
+def test_submission_updates_the_objective_meter_out_of_band(client):
+    q = first_of("single")
+    html = submit(client, q, right_form(q)).content.decode()
+    assert f'id="mastery-{q.objective.slug}"' in html and 'hx-swap-oob="true"' in html
+    total = q.objective.questions.count()
+    assert f'data-percent="{round(100 / total)}"' in html
+
+
+@pytest.mark.django_db
+def test_double_submit_with_the_same_nonce_is_counted_once(client):
+    q = first_of("single")
+    first = submit(client, q, wrong_form(q), nonce="same")
+    second = submit(client, q, right_form(q), nonce="same")  # a replay must not rewrite history
+    assert first.status_code == second.status_code == 200
+    assert Attempt.objects.filter(question=q).count() == 1
+    assert Attempt.objects.get(question=q).score == 0.0
+
+
+@pytest.mark.django_db
+def test_each_response_carries_a_fresh_nonce_for_the_next_try(client):
+    q = first_of("single")
+    submit(client, q, wrong_form(q), nonce="one")
+    submit(client, q, right_form(q), nonce="two")
+    assert list(Attempt.objects.filter(question=q).values_list("score", flat=True)) == [0.0, 1.0]
+
+
+@pytest.mark.django_db
+def test_key_is_revealed_only_after_a_right_answer_or_a_second_try(client):
+    q = first_of("single")
+    answer_text = next(c["text"] for c in q.public["choices"] if c["id"] == q.key["answer"])
+    first = submit(client, q, wrong_form(q), nonce="a").content.decode()
+    assert 'class="reveal"' not in first
+    second = submit(client, q, wrong_form(q), nonce="b").content.decode()
+    assert 'class="reveal"' in second and answer_text in second
+
+
+# (type, form data, the message the learner reads — a msgid, shown in the UI language)
+BAD = [
+    ("single", {"choice": "not-a-choice"}, "That choice is not one of this question's options."),
+    ("single", {}, "Choose an answer first."),
+    ("single", {"choice": ["x", "y"]}, "Choose exactly one answer."),
+    ("multi", {"choice": ["zzz"]}, "That choice is not one of this question's options."),
+    ("numeric", {"value": "abc"}, None),
+    ("numeric", {"value": ""}, "Enter a number."),
+    ("numeric", {"value": "inf"}, None),
+    ("short", {"text": "   "}, "Type an answer first."),
+    ("short", {"text": "가" * 301}, None),
+    ("ordering", {"order": ["x"]}, "The order must list every item exactly once."),
+    ("matching", {}, "Match at least one pair first."),
+]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("qtype,data,message", BAD)
+def test_malformed_or_tampered_submission_is_a_400_with_a_message_and_stores_nothing(client, qtype, data, message):
+    q = first_of(qtype)
+    if qtype == "ordering":
+        items = [i["id"] for i in q.public["items"]]
+        data = {"order": items[:-1] + items[:1]}  # one item twice, one missing
+    response = client.post(reverse("quizzes:submit", args=[q.slug]), {**data, "nonce": "bad"}, **HX)
+    assert response.status_code == 400
+    if message:
+        with translation.override("ko"):
+            assert escape(translation.gettext(message)) in response.content.decode()
+    assert 'role="alert"' in response.content.decode()
+    assert not Attempt.objects.exists()
+
+
+@pytest.mark.django_db
+def test_matching_with_a_foreign_option_is_refused(client):
+    q = first_of("matching")
+    left = q.public["left"][0]["id"]
+    response = submit(client, q, {f"match-{left}": "forged"})
+    assert response.status_code == 400
+    assert not Attempt.objects.exists()
+
+
+@pytest.mark.django_db
+def test_unknown_question_is_a_400(client):
+    response = client.post(reverse("quizzes:submit", args=["no-such-question"]), {"choice": "a"}, **HX)
+    assert response.status_code == 400
+    assert "no-such-question" in response.content.decode()
+
+
+@pytest.mark.django_db
+def test_oversized_body_is_a_400_with_a_clear_message(client):
+    q = first_of("short")
+    response = submit(client, q, {"text": "x" * 20000})
+    assert response.status_code == 400
+    with translation.override("ko"):
+        assert translation.gettext("The submission is too large. Nothing was saved.") in response.content.decode()
+    assert not Attempt.objects.exists()
+
+
+@pytest.mark.django_db
+def test_get_is_not_allowed(client):
+    q = first_of("single")
+    assert client.get(reverse("quizzes:submit", args=[q.slug])).status_code == 405
+
+
+@pytest.mark.django_db
+def test_plain_form_post_without_htmx_redirects_back_to_the_card(client):
+    q = first_of("single")
+    response = client.post(reverse("quizzes:submit", args=[q.slug]), {**right_form(q), "nonce": "p"})
+    assert response.status_code == 302
+    assert response["Location"].endswith(f"#q-{q.slug}")
+    page = client.get(response["Location"].split("#")[0]).content.decode()
+    assert 'data-verdict="correct"' in page
+
+
+@pytest.mark.django_db
+def test_attempts_are_immutable():
+    q = first_of("single")
+    from courseapp.learners.models import Learner
+
+    attempt = Attempt.objects.create(learner=Learner.objects.create(), question=q, response={}, score=0, nonce="x")
+    attempt.score = 1.0
+    with pytest.raises(ValueError):
+        attempt.save()
