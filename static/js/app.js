@@ -100,10 +100,6 @@
     dragged = null;
   });
 
-  function init(root) {
-    addCopyButtons(root);
-    if (window.initCalculators) window.initCalculators(root);
-  }
-  document.addEventListener("DOMContentLoaded", function () { init(document); });
-  document.addEventListener("htmx:afterSwap", function (event) { init(event.target); });
+  document.addEventListener("DOMContentLoaded", function () { addCopyButtons(document); });
+  document.addEventListener("htmx:afterSwap", function (event) { addCopyButtons(event.target); });
 })();
