@@ -49,6 +49,12 @@ def _style_callouts(soup: BeautifulSoup) -> None:
                 break
 
 
+def _is_widget(tag) -> bool:
+    """Diagrams, the calculator and question cards carry their own labels; no popovers inside."""
+    classes = tag.get("class") or []
+    return "diagram" in classes or "question" in classes or tag.has_attr("data-calculator") or tag.has_attr("data-directive")
+
+
 def _gloss_pattern(terms):
     aliases = {}
     for term in terms:
@@ -69,7 +75,7 @@ def _link_glossary(soup: BeautifulSoup, terms, glossary_url: str) -> None:
         parents = {p.name for p in text_node.parents}
         if parents & _NO_GLOSS or not parents & _GLOSS_IN:
             continue
-        if any("diagram" in (p.get("class") or []) or p.get("data-directive") for p in text_node.parents if p.name):
+        if any(_is_widget(p) for p in text_node.parents if p.name):
             continue
         text = str(text_node)
         if not pattern.search(text):
