@@ -32,7 +32,7 @@ test: install
 lock:
 	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv
 	.lock-venv/bin/pip install --quiet -r requirements.in
-	{ echo "# Every installed package, pinned exactly. Edit requirements.in, then run 'make lock'."; .lock-venv/bin/pip freeze; } > requirements.txt
+	{ echo "# Every installed package, pinned exactly. Edit requirements.in, then run 'make lock'."; .lock-venv/bin/pip freeze | sed 's/+cpu$$//'; } > requirements.txt
 	rm -rf .lock-venv
 
 # Needs GNU gettext; the compiled .mo files are committed so `make run` does not.
