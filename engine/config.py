@@ -1,0 +1,48 @@
+"""Engine configuration, validated before any work starts."""
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_MODEL = str(Path(__file__).resolve().parent / "models" / "munuibot-tiny")
+
+
+class ConfigError(ValueError):
+    """A configuration the engine cannot run with; the message names the limit."""
+
+
+@dataclass(slots=True)
+class EngineConfig:
+    model: str | None = None  # a local Hugging Face checkpoint folder; default: ENGINE_MODEL or munuibot-tiny
+    block_size: int = 16  # tokens per KV block
+    num_blocks: int | None = None  # KV blocks in the pool; None → sized from kv_cache_memory_bytes
+    kv_cache_memory_bytes: int = 64 * 2**20  # used only when num_blocks is None
+    max_num_seqs: int = 32  # requests in one step at most
+    max_num_batched_tokens: int = 512  # tokens in one step at most (the token budget)
+    max_model_len: int | None = None  # default: the model's max_position_embeddings
+    enable_prefix_caching: bool = True
+    preemption_mode: str = "recompute"  # or "swap"
+    num_cpu_blocks: int | None = None  # swap space in blocks; default: num_blocks
+    scheduling: str = "continuous"  # or "static"
+    device: str | None = None  # None → cuda if available, else cpu
+    dtype: str | None = None  # None → bfloat16 on cuda, float32 on cpu
+    seed: int = 0
+    model_name: str | None = None  # label for metrics; default: the folder's name
+
+    def __post_init__(self):
+        if self.model is None:
+            self.model = os.environ.get("ENGINE_MODEL") or DEFAULT_MODEL
+        if self.model_name is None:
+            self.model_name = Path(self.model).name
+        for name in ("block_size", "max_num_seqs", "max_num_batched_tokens"):
+            if int(getattr(self, name)) <= 0:
+                raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.num_blocks is not None and self.num_blocks <= 0:
+            raise ConfigError(f"num_blocks must be positive, got {self.num_blocks}")
+        if self.preemption_mode not in ("recompute", "swap"):
+            raise ConfigError(f"preemption_mode must be 'recompute' or 'swap', got {self.preemption_mode!r}")
+        if self.scheduling not in ("continuous", "static"):
+            raise ConfigError(f"scheduling must be 'continuous' or 'static', got {self.scheduling!r}")
+        if not Path(self.model).is_dir():
+            raise ConfigError(f"model folder not found: {self.model} (set EngineConfig.model or ENGINE_MODEL)")
+        if not (Path(self.model) / "config.json").exists():
+            raise ConfigError(f"{self.model} has no config.json: not a Hugging Face checkpoint folder")

@@ -1,0 +1,55 @@
+"""What the engine hands back for a request (vLLM's RequestOutput, trimmed)."""
+from dataclasses import dataclass
+
+from engine.request import Request, Status
+
+FINISH_REASONS = {Status.FINISHED_STOPPED: "stop", Status.FINISHED_LENGTH: "length", Status.FINISHED_ABORTED: "abort"}
+
+
+@dataclass(slots=True)
+class RequestMetrics:
+    arrival_time: float
+    first_token_time: float | None
+    finish_time: float | None
+    ttft: float | None  # seconds from arrival to the first generated token
+    e2e: float | None
+    mean_itl: float | None  # mean gap between generated tokens
+    num_cached_tokens: int  # prompt tokens served by the prefix cache
+    num_preemptions: int
+
+
+@dataclass(slots=True)
+class RequestOutput:
+    request_id: str
+    prompt: str | None
+    prompt_token_ids: list[int]
+    token_ids: list[int]
+    text: str
+    finished: bool
+    finish_reason: str | None
+    stop_reason: str | int | None
+    metrics: RequestMetrics
+
+    @classmethod
+    def of(cls, req: Request) -> "RequestOutput":
+        gaps = [b - a for a, b in zip(req.token_times, req.token_times[1:])]
+        return cls(
+            request_id=req.request_id,
+            prompt=req.prompt,
+            prompt_token_ids=list(req.prompt_token_ids),
+            token_ids=list(req.output_token_ids),
+            text=req.text,
+            finished=req.status.finished,
+            finish_reason=FINISH_REASONS.get(req.status),
+            stop_reason=req.stop_reason,
+            metrics=RequestMetrics(
+                arrival_time=req.arrival_time,
+                first_token_time=req.first_token_time,
+                finish_time=req.finish_time,
+                ttft=None if req.first_token_time is None else req.first_token_time - req.arrival_time,
+                e2e=None if req.finish_time is None else req.finish_time - req.arrival_time,
+                mean_itl=sum(gaps) / len(gaps) if gaps else None,
+                num_cached_tokens=req.num_cached_tokens,
+                num_preemptions=req.num_preemptions,
+            ),
+        )
