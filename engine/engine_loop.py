@@ -1,0 +1,258 @@
+"""A thread-safe front for servers: the engine steps in its own thread; any thread or event
+loop submits requests, streams their tokens, aborts them, and watches step events.
+
+Subscribers never slow the step loop: each has a bounded buffer and, when it is full, the
+oldest event is dropped (latest wins). Request streams are never dropped.
+"""
+import asyncio
+import logging
+import queue
+import threading
+import time
+from collections import deque
+
+from engine.llm_engine import LLMEngine
+from engine.outputs import RequestOutput
+
+logger = logging.getLogger("engine.loop")
+_DONE = object()
+
+
+class _Sink:
+    """Delivers items to a thread (queue.Queue) or to an asyncio loop (asyncio.Queue)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop | None = None):
+        self.loop = loop
+        self.queue = asyncio.Queue() if loop else queue.Queue()
+
+    def put(self, item) -> None:
+        if self.loop is None:
+            self.queue.put(item)
+        elif not self.loop.is_closed():
+            self.loop.call_soon_threadsafe(self.queue.put_nowait, item)
+
+
+class RequestHandle:
+    """One submitted request: iterate (or `async for`) to get outputs as tokens arrive."""
+
+    def __init__(self, request_id: str, loop_front: "EngineLoop", sink: _Sink):
+        self.request_id = request_id
+        self._front = loop_front
+        self._sink = sink
+        self.final: RequestOutput | None = None
+
+    def __iter__(self):
+        while True:
+            item = self._sink.queue.get()
+            if item is _DONE:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            if item.finished:
+                self.final = item
+            yield item
+
+    async def __aiter__(self):
+        while True:
+            item = await self._sink.queue.get()
+            if item is _DONE:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            if item.finished:
+                self.final = item
+            yield item
+
+    def result(self, timeout: float | None = None) -> RequestOutput:
+        """Block until the request finishes; on timeout it is aborted and TimeoutError raised."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.final is None:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                self.abort()
+                raise TimeoutError(f"request {self.request_id} did not finish in {timeout} s")
+            try:
+                item = self._sink.queue.get(timeout=left)
+            except queue.Empty:
+                continue
+            if isinstance(item, BaseException):
+                raise item
+            if item is not _DONE and item.finished:
+                self.final = item
+        return self.final
+
+    def abort(self) -> bool:
+        return self._front.abort(self.request_id)
+
+
+class Subscription:
+    """Step events for one watcher: bounded, latest wins."""
+
+    def __init__(self, maxsize: int, loop: asyncio.AbstractEventLoop | None = None):
+        self.buffer: deque = deque(maxlen=maxsize)
+        self.dropped = 0
+        self._cond = threading.Condition()
+        self._loop = loop
+        self._ready = asyncio.Event() if loop else None
+        self.closed = False
+
+    def put(self, event) -> None:
+        with self._cond:
+            if len(self.buffer) == self.buffer.maxlen:
+                self.dropped += 1
+            self.buffer.append(event)
+            self._cond.notify_all()
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._ready.set)
+
+    def get(self, timeout: float | None = None):
+        with self._cond:
+            if not self._cond.wait_for(lambda: self.buffer or self.closed, timeout):
+                return None
+            return self.buffer.popleft() if self.buffer else None
+
+    def drain(self) -> list:
+        with self._cond:
+            items = list(self.buffer)
+            self.buffer.clear()
+            return items
+
+    async def aget(self):
+        while not self.buffer and not self.closed:
+            self._ready.clear()
+            await self._ready.wait()
+        return self.buffer.popleft() if self.buffer else None
+
+
+class EngineLoop:
+    def __init__(self, engine: LLMEngine, idle_wait: float = 0.05):
+        self.engine = engine
+        self.idle_wait = idle_wait
+        self.step_delay = 0.0  # seconds between steps (the demo's speed control)
+        self._lock = threading.RLock()  # held while stepping; submit/abort take it briefly
+        self._wake = threading.Event()
+        self._paused = threading.Event()
+        self._step_once = threading.Event()
+        self._handles: dict[str, RequestHandle] = {}
+        self._sent: dict[str, int] = {}
+        self._subs: list[Subscription] = []
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+        self.error: BaseException | None = None
+
+    # --- lifecycle -----------------------------------------------------------------------------
+    def start(self) -> "EngineLoop":
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="engine-loop", daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stopping = True
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        for sub in self._subs:
+            sub.closed = True
+
+    # --- requests ------------------------------------------------------------------------------
+    def submit(self, prompt, params=None, request_id: str | None = None, loop: asyncio.AbstractEventLoop | None = None) -> RequestHandle:
+        """Queue a request from any thread. Bad input raises here, before any work."""
+        sink = _Sink(loop)
+        with self._lock:
+            rid = self.engine.add_request(prompt, params, request_id)
+            handle = RequestHandle(rid, self, sink)
+            self._handles[rid] = handle
+            self._sent[rid] = 0
+        self._wake.set()
+        return handle
+
+    async def submit_async(self, prompt, params=None, request_id: str | None = None) -> RequestHandle:
+        return self.submit(prompt, params, request_id, loop=asyncio.get_running_loop())
+
+    def abort(self, request_id: str) -> bool:
+        with self._lock:
+            aborted = self.engine.abort_request(request_id)
+            if aborted:
+                self._deliver(request_id)
+        return aborted
+
+    # --- watching and pacing -------------------------------------------------------------------
+    def subscribe(self, maxsize: int = 64, loop: asyncio.AbstractEventLoop | None = None) -> Subscription:
+        sub = Subscription(maxsize, loop)
+        self._subs.append(sub)
+        return sub
+
+    def unsubscribe(self, sub: Subscription) -> None:
+        sub.closed = True
+        if sub in self._subs:
+            self._subs.remove(sub)
+
+    def pause(self) -> None:
+        self._paused.set()
+
+    def resume(self) -> None:
+        self._paused.clear()
+        self._wake.set()
+
+    def step_once(self) -> None:
+        """While paused, run exactly one step."""
+        self._step_once.set()
+        self._wake.set()
+
+    @property
+    def paused(self) -> bool:
+        return self._paused.is_set()
+
+    def snapshot(self):
+        with self._lock:
+            return self.engine.metrics_snapshot()
+
+    # --- the thread ----------------------------------------------------------------------------
+    def _run(self) -> None:
+        while not self._stopping:
+            if self._paused.is_set() and not self._step_once.is_set():
+                self._wake.wait(self.idle_wait)
+                self._wake.clear()
+                continue
+            with self._lock:
+                busy = self.engine.has_unfinished_requests()
+                if busy:
+                    self._step_once.clear()
+                    try:
+                        event = self.engine.step()
+                    except Exception as exc:  # a broken step must not leave callers waiting forever
+                        logger.exception("engine step failed")
+                        self.error = exc
+                        self._fail_all(exc)
+                        return
+                    for rid in list(self._handles):
+                        self._deliver(rid)
+            if busy:
+                for sub in list(self._subs):
+                    sub.put(event)
+                if self.step_delay:
+                    time.sleep(self.step_delay)
+            else:
+                self._wake.wait(self.idle_wait)
+                self._wake.clear()
+
+    def _deliver(self, rid: str) -> None:
+        req = self.engine.requests.get(rid)
+        handle = self._handles.get(rid)
+        if req is None or handle is None:
+            return
+        if len(req.output_token_ids) != self._sent[rid] or req.status.finished:
+            self._sent[rid] = len(req.output_token_ids)
+            handle._sink.put(RequestOutput.of(req))
+        if req.status.finished:
+            handle._sink.put(_DONE)
+            del self._handles[rid]
+            del self._sent[rid]
+
+    def _fail_all(self, exc: BaseException) -> None:
+        for handle in self._handles.values():
+            handle._sink.put(RuntimeError(f"the engine stopped: {exc}"))
+        self._handles.clear()
+        for sub in self._subs:
+            sub.closed = True

@@ -1,0 +1,87 @@
+"""The thread-safe front: submit from threads and event loops, stream, abort, watch events."""
+import asyncio
+import threading
+
+import pytest
+
+from engine import EngineConfig, LLMEngine, SamplingParams
+from engine.engine_loop import EngineLoop
+from tests.engine.conftest import reference_generate
+from tests.engine.test_parity import prompts
+
+
+@pytest.fixture
+def loop(tiny_llama):
+    front = EngineLoop(LLMEngine(EngineConfig(model=tiny_llama, block_size=4, num_blocks=128, max_num_seqs=8, max_num_batched_tokens=64))).start()
+    yield front
+    front.stop()
+
+
+def test_streams_tokens_from_many_threads_in_one_batch(loop, tiny_llama):
+    ps = prompts(6, seed=41)
+    results, errors = {}, []
+
+    def client(i):
+        try:
+            seen = [out.token_ids for out in loop.submit(ps[i], SamplingParams(temperature=0, max_tokens=8), request_id=f"t{i}")]
+            assert all(a == b[: len(a)] for a, b in zip(seen, seen[1:])), "each output extends the previous one"
+            results[i] = seen[-1]
+        except Exception as exc:  # surface assertion errors from threads
+            errors.append(exc)
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert not errors
+    for i, p in enumerate(ps):
+        assert results[i] == reference_generate(tiny_llama, p, 8)
+
+
+def test_async_submit_and_stream(loop, tiny_llama):
+    p = prompts(1, seed=42)[0]
+
+    async def main():
+        handle = await loop.submit_async(p, SamplingParams(temperature=0, max_tokens=6))
+        return [out async for out in handle]
+
+    outs = asyncio.run(main())
+    assert outs[-1].finished and outs[-1].token_ids == reference_generate(tiny_llama, p, 6)
+
+
+def test_abort_from_another_thread_finishes_the_stream(loop):
+    loop.pause()
+    handle = loop.submit([5, 6, 7], SamplingParams(temperature=0, max_tokens=200, ignore_eos=True))
+    assert handle.abort()
+    final = handle.result(timeout=5)
+    assert final.finish_reason == "abort"
+    loop.resume()
+
+
+def test_pause_step_once_resume(loop):
+    loop.pause()
+    sub = loop.subscribe()
+    handle = loop.submit([1, 2, 3, 4], SamplingParams(temperature=0, max_tokens=5, ignore_eos=True))
+    assert sub.get(timeout=0.3) is None, "paused: no step runs"
+    loop.step_once()
+    assert sub.get(timeout=5).step >= 1
+    assert sub.get(timeout=0.3) is None
+    loop.resume()
+    assert handle.result(timeout=10).finished
+
+
+def test_slow_subscriber_gets_latest_events_and_never_blocks_the_loop(loop):
+    sub = loop.subscribe(maxsize=3)
+    handle = loop.submit([1, 2, 3], SamplingParams(temperature=0, max_tokens=20, ignore_eos=True))
+    handle.result(timeout=20)
+    events = sub.drain()
+    assert len(events) == 3 and sub.dropped > 0
+    assert events[-1].finished, "the newest event (the finish) is kept"
+
+
+def test_bad_input_raises_in_the_caller(loop):
+    from engine import SamplingError
+
+    with pytest.raises(SamplingError):
+        loop.submit([1, 2], {"max_tokens": 0})

@@ -1,0 +1,56 @@
+"""Step events are JSON data that tell the whole story; metrics add up."""
+import json
+
+from engine import EngineConfig, LLMEngine, SamplingParams
+from engine.events import replay
+from engine.metrics import LOG_LINE
+from tests.engine.test_parity import prompts
+
+
+def test_events_are_json_and_replay_to_the_final_state(tiny_llama):
+    engine = LLMEngine(EngineConfig(model=tiny_llama, block_size=4, num_blocks=64, max_num_seqs=4, max_num_batched_tokens=64))
+    for i, p in enumerate(prompts(3, seed=51)):
+        engine.add_request(p, SamplingParams(temperature=0, max_tokens=5, ignore_eos=True), request_id=f"e{i}")
+    trace = []
+    while engine.has_unfinished_requests():
+        trace.append(json.loads(engine.step().to_json()))
+    steps = list(replay(list(reversed(trace))))
+    assert [e["step"] for e in steps] == list(range(1, len(trace) + 1))
+    first = steps[0]
+    assert set(first["admitted"]) == {"e0", "e1", "e2"}
+    assert all(b["owners"] for b in first["blocks"])
+    assert {a["request_id"] for a in first["allocated"]} == {"e0", "e1", "e2"}
+    tokens = {}
+    for e in steps:
+        for rid, t in e["new_tokens"].items():
+            tokens.setdefault(rid, []).append(t)
+    for rid in tokens:
+        assert tokens[rid] == engine.output(rid).token_ids
+    assert {f["request_id"] for e in steps for f in e["finished"]} == {"e0", "e1", "e2"}
+    assert steps[-1]["running"] == [] and steps[-1]["waiting"] == []
+
+
+def test_metrics_snapshot_counts_and_log_line(tiny_llama):
+    engine = LLMEngine(EngineConfig(model=tiny_llama, block_size=4, num_blocks=64, max_num_seqs=4, max_num_batched_tokens=64))
+    ps = prompts(2, seed=52)
+    outs = engine.generate(ps, SamplingParams(temperature=0, max_tokens=6, ignore_eos=True))
+    snap = engine.metrics_snapshot()
+    assert snap.prompt_tokens_total == sum(len(p) for p in ps)
+    assert snap.generation_tokens_total == 12
+    assert snap.requests_finished_total == 2 and snap.num_requests_running == 0
+    assert snap.kv_blocks_used == 0 and snap.kv_cache_usage_perc == 0.0
+    assert all(o.metrics.ttft is not None and o.metrics.ttft <= o.metrics.e2e for o in outs)
+    line = snap.log_line()
+    assert line.startswith("Avg prompt throughput:") and "GPU KV cache usage: 0.0%" in line
+    assert line.count(",") == LOG_LINE.count(",")
+
+
+def test_paged_waste_is_only_the_last_partial_block(tiny_llama):
+    engine = LLMEngine(EngineConfig(model=tiny_llama, block_size=4, num_blocks=64, max_num_seqs=4, max_num_batched_tokens=64))
+    for p in prompts(3, seed=53):
+        engine.add_request(p, SamplingParams(temperature=0, max_tokens=10, ignore_eos=True))
+    engine.step()
+    engine.step()
+    snap = engine.metrics_snapshot()
+    assert snap.kv_tokens_allocated - snap.kv_tokens_used == snap.wasted_slots
+    assert snap.wasted_slots <= 3 * (4 - 1), "at most one partly filled block per request"
