@@ -10,6 +10,15 @@ from tests.engine.conftest import reference_generate
 from tests.engine.test_parity import prompts
 
 
+def run_in_fresh_loop(coro_fn):
+    """asyncio.run in its own thread: the browser tests' session keeps a loop running in this one."""
+    box = {}
+    thread = threading.Thread(target=lambda: box.update(result=asyncio.run(coro_fn())))
+    thread.start()
+    thread.join(30)
+    return box["result"]
+
+
 @pytest.fixture
 def loop(tiny_llama):
     front = EngineLoop(LLMEngine(EngineConfig(model=tiny_llama, block_size=4, num_blocks=128, max_num_seqs=8, max_num_batched_tokens=64))).start()
@@ -46,7 +55,7 @@ def test_async_submit_and_stream(loop, tiny_llama):
         handle = await loop.submit_async(p, SamplingParams(temperature=0, max_tokens=6))
         return [out async for out in handle]
 
-    outs = asyncio.run(main())
+    outs = run_in_fresh_loop(main)
     assert outs[-1].finished and outs[-1].token_ids == reference_generate(tiny_llama, p, 6)
 
 

@@ -1,0 +1,45 @@
+"""The seeded workload and the measuring helpers the benchmarks share."""
+import random
+import time
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    prompt: list[int]
+    max_tokens: int
+
+
+def make_jobs(n: int, vocab: list[int], prompt_range=(16, 384), output_range=(16, 256), seed: int = 0) -> list[Job]:
+    """Prompts of random real token ids and output lengths drawn from a wide range (fixed seed)."""
+    rng = random.Random(seed)
+    return [
+        Job([rng.choice(vocab) for _ in range(rng.randint(*prompt_range))], rng.randint(*output_range))
+        for _ in range(n)
+    ]
+
+
+def ordinary_token_ids(tokenizer, vocab_size: int) -> list[int]:
+    special = set(getattr(tokenizer, "all_special_ids", []) or [])
+    return [i for i in range(vocab_size) if i not in special]
+
+
+def matmul_flops(seconds: float = 1.0, n: int = 1024, dtype=torch.float32, device="cpu") -> float:
+    """This machine's measured dense GEMM rate (FLOP/s) for the model's dtype."""
+    a = torch.randn(n, n, dtype=dtype, device=device)
+    b = torch.randn(n, n, dtype=dtype, device=device)
+    for _ in range(3):
+        a @ b
+    iters, began = 0, time.perf_counter()
+    while time.perf_counter() - began < seconds:
+        a @ b
+        iters += 1
+    if device != "cpu":
+        torch.cuda.synchronize()
+    return 2 * n**3 * iters / (time.perf_counter() - began)
+
+
+def count_params(model) -> int:
+    return sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
