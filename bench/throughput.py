@@ -21,7 +21,7 @@ from engine.model_runner import load_model
 def run_engine(path, jobs, kv_tokens, block_size, scheduling, max_num_seqs, budget):
     engine = LLMEngine(EngineConfig(
         model=path, block_size=block_size, num_blocks=kv_tokens // block_size, max_num_seqs=max_num_seqs,
-        max_num_batched_tokens=budget, scheduling=scheduling, enable_prefix_caching=False,
+        max_num_batched_tokens=budget, scheduling=scheduling,
     ))
     for i, job in enumerate(jobs):
         engine.add_request(job.prompt, SamplingParams(temperature=0, max_tokens=job.max_tokens, ignore_eos=True), f"j{i}")

@@ -22,7 +22,7 @@ def make_jobs(n: int, vocab: list[int], prompt_range=(16, 384), output_range=(16
 
 
 def ordinary_token_ids(tokenizer, vocab_size: int) -> list[int]:
-    special = set(getattr(tokenizer, "all_special_ids", []) or [])
+    special = set(getattr(tokenizer, "all_special_ids", None) or []) if tokenizer is not None else set()
     return [i for i in range(vocab_size) if i not in special]
 
 

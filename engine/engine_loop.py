@@ -244,7 +244,7 @@ class EngineLoop:
             return
         if len(req.output_token_ids) != self._sent[rid] or req.status.finished:
             self._sent[rid] = len(req.output_token_ids)
-            handle._sink.put(RequestOutput.of(req))
+            handle._sink.put(self.engine.output(rid))
         if req.status.finished:
             handle._sink.put(_DONE)
             del self._handles[rid]

@@ -98,7 +98,15 @@ class LLMEngine:
         return self.scheduler.has_unfinished()
 
     def output(self, request_id: str) -> RequestOutput:
-        return RequestOutput.of(self.requests[request_id])
+        req = self.requests[request_id]
+        self._detokenize(req)
+        return RequestOutput.of(req)
+
+    def _detokenize(self, req: Request) -> None:
+        """Text is decoded when someone reads it (or a stop string needs it), not every step."""
+        if self.tokenizer is None or isinstance(req.stop_reason, str):
+            return  # no tokenizer, or a stop string already cut the text
+        req.text = self.tokenizer.decode(req.output_token_ids, skip_special_tokens=True)
 
     # --- the step ------------------------------------------------------------------------------
     def step(self) -> StepEvent:
@@ -140,13 +148,13 @@ class LLMEngine:
 
     def _check_stop(self, req: Request, token: int) -> Status | None:
         p = req.params
-        if self.tokenizer is not None:
-            req.text = self.tokenizer.decode(req.output_token_ids, skip_special_tokens=True)
         if not p.ignore_eos and token in self.loaded.eos_token_ids:
             return Status.FINISHED_STOPPED
         if token in p.stop_token_ids:
             req.stop_reason = token
             return Status.FINISHED_STOPPED
+        if p.stop and self.tokenizer is not None:
+            req.text = self.tokenizer.decode(req.output_token_ids, skip_special_tokens=True)
         for stop in p.stop:
             at = req.text.find(stop)
             if at >= 0:

@@ -213,7 +213,10 @@ class Scheduler:
             hits = self.pool.lookup(req.block_hashes[:usable])
         hit_tokens = len(hits) * self.block_size
         n = max(0, min(req.num_tokens - hit_tokens, budget))
-        need = self._blocks_for(hit_tokens + n) - len(hits)
+        # Static batching admits a whole batch at once, beyond this step's token budget: each
+        # member gets blocks for its whole prompt now so the batch is known to fit.
+        covered = req.num_tokens if self.config.scheduling == "static" else hit_tokens + n
+        need = self._blocks_for(covered) - len(hits)
         evictable_hits = sum(1 for b in hits if self.pool.blocks[b].ref_cnt == 0)
         if need > self.pool.num_free_blocks - evictable_hits:
             return None
