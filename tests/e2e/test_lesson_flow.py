@@ -123,3 +123,19 @@ def test_reaching_the_end_marks_the_section_read(page, site):
 def test_prompt_blocks_get_a_copy_button(page, site):
     page.goto(f"{site}/lessons/21/appendix-c/")
     expect(page.locator("button.copy-button").first).to_be_visible()
+
+
+def test_no_page_scrolls_sideways_on_a_phone(browser, site):
+    from courseapp.lessons.models import Section
+
+    context = browser.new_context(viewport={"width": 390, "height": 800})
+    page = context.new_page()
+    urls = ["/", "/lessons/21/", "/lessons/21/glossary/", "/progress/"] + [s.get_absolute_url() for s in Section.objects.all()]
+    wide = {}
+    for url in urls:
+        page.goto(f"{site}{url}")
+        width = page.evaluate("document.documentElement.scrollWidth")
+        if width > 390:
+            wide[url] = width
+    context.close()
+    assert not wide, wide
