@@ -41,26 +41,22 @@ class RequestHandle:
         self._sink = sink
         self.final: RequestOutput | None = None
 
+    def _accept(self, item):
+        """The output to hand out, or None once the stream has ended; re-raises engine failures."""
+        if item is _DONE:
+            return None
+        if isinstance(item, BaseException):
+            raise item
+        if item.finished:
+            self.final = item
+        return item
+
     def __iter__(self):
-        while True:
-            item = self._sink.queue.get()
-            if item is _DONE:
-                return
-            if isinstance(item, BaseException):
-                raise item
-            if item.finished:
-                self.final = item
+        while (item := self._accept(self._sink.queue.get())) is not None:
             yield item
 
     async def __aiter__(self):
-        while True:
-            item = await self._sink.queue.get()
-            if item is _DONE:
-                return
-            if isinstance(item, BaseException):
-                raise item
-            if item.finished:
-                self.final = item
+        while (item := self._accept(await self._sink.queue.get())) is not None:
             yield item
 
     def result(self, timeout: float | None = None) -> RequestOutput:
