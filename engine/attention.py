@@ -45,23 +45,28 @@ class StepMetadata:
             self._masks[key] = mask[:, None, None, :]  # [Rd, 1, 1, max_len]
         return self._masks[key]
 
-    def prefill_mask(self, i: int, window: int | None) -> torch.Tensor:
-        key = (i, window)
+    def prefill_mask(self, i: int, window: int | None, groups: int = 1) -> torch.Tensor:
+        """Causal mask for span i, its rows tiled `groups` times for folded GQA heads (see _sdpa)."""
+        key = (i, window, groups)
         if key not in self._masks:
             span = self.prefills[i]
             pos = torch.arange(span.kv_slots.shape[0], device=span.kv_slots.device)
             mask = pos[None, :] <= span.q_positions[:, None]  # causal, offset by what is cached
             if window:
                 mask &= pos[None, :] > span.q_positions[:, None] - window
-            self._masks[key] = mask[None, None]  # [1, 1, q_len, context_len]
+            self._masks[key] = mask.repeat(groups, 1)[None, None]  # [1, 1, groups·q_len, context_len]
         return self._masks[key]
 
 
 def _sdpa(q, k, v, mask, scaling, groups):
-    if groups > 1:
-        k = k.repeat_interleave(groups, dim=1)
-        v = v.repeat_interleave(groups, dim=1)
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scaling)
+    """Grouped-query attention without copying K/V: the `groups` query heads that share a KV
+    head are folded into the query-length axis (q [B, H, n, D] → [B, Hkv, groups·n, D])."""
+    if groups == 1:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scaling)
+    b, h, n, d = q.shape
+    folded = q.reshape(b, h // groups, groups * n, d)
+    out = F.scaled_dot_product_attention(folded, k, v, attn_mask=mask, scale=scaling)
+    return out.reshape(b, h, n, d)
 
 
 def paged_attention_forward(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
@@ -86,7 +91,7 @@ def paged_attention_forward(module, query, key, value, attention_mask, scaling=N
         qp = q[None, :, span.q_start : span.q_end]  # [1, H, n, D]
         kp = k_pool[span.kv_slots].transpose(0, 1)[None]  # [1, Hkv, L, D]
         vp = v_pool[span.kv_slots].transpose(0, 1)[None]
-        o = _sdpa(qp, kp, vp, meta.prefill_mask(i, window), scaling, groups)
+        o = _sdpa(qp, kp, vp, meta.prefill_mask(i, window, groups), scaling, groups)
         out[:, span.q_start : span.q_end] = o[0].to(out.dtype)
     return out.transpose(0, 1)[None].contiguous(), None
 

@@ -85,6 +85,13 @@ class LLMEngine:
         self.scheduler.add(req)
         return request_id
 
+    def encode_chat(self, messages: list[dict]) -> list[int]:
+        """Token ids for a chat, through the model's own chat template, ready for the answer."""
+        if self.tokenizer is None or not getattr(self.tokenizer, "chat_template", None):
+            raise RequestError("this model has no chat template: send a plain prompt")
+        ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+        return list(ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids)
+
     def abort_request(self, request_id: str) -> bool:
         req = self.requests.get(request_id)
         if req is None or req.status.finished:
