@@ -1,4 +1,4 @@
-"""ASGI entry point: Daphne serves HTTP (and, through Channels, websockets) from here."""
+"""ASGI entry point: Daphne serves HTTP and, through Channels, the demo's websockets."""
 import os
 
 from django.core.asgi import get_asgi_application
@@ -6,6 +6,15 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "courseapp.settings.dev")
 django_asgi_app = get_asgi_application()  # must run before anything imports models
 
-from channels.routing import ProtocolTypeRouter  # noqa: E402
+from channels.auth import AuthMiddlewareStack  # noqa: E402
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
-application = ProtocolTypeRouter({"http": django_asgi_app})
+from courseapp.demo.routing import websocket_urlpatterns  # noqa: E402
+
+application = ProtocolTypeRouter(
+    {
+        "http": django_asgi_app,
+        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+    }
+)

@@ -23,6 +23,9 @@ class EngineConfig:
     preemption_mode: str = "recompute"  # or "swap"
     num_cpu_blocks: int | None = None  # swap space in blocks; default: num_blocks
     scheduling: str = "continuous"  # or "static"
+    # "paged": blocks as tokens need them; "max_len": each request reserves max_model_len up
+    # front (the naive scheme of the lesson's §1.2, kept for side-by-side comparison)
+    kv_reservation: str = "paged"
     device: str | None = None  # None → cuda if available, else cpu
     dtype: str | None = None  # None → bfloat16 on cuda, float32 on cpu
     seed: int = 0
@@ -42,6 +45,8 @@ class EngineConfig:
             raise ConfigError(f"preemption_mode must be 'recompute' or 'swap', got {self.preemption_mode!r}")
         if self.scheduling not in ("continuous", "static"):
             raise ConfigError(f"scheduling must be 'continuous' or 'static', got {self.scheduling!r}")
+        if self.kv_reservation not in ("paged", "max_len"):
+            raise ConfigError(f"kv_reservation must be 'paged' or 'max_len', got {self.kv_reservation!r}")
         if not Path(self.model).is_dir():
             raise ConfigError(f"model folder not found: {self.model} (set EngineConfig.model or ENGINE_MODEL)")
         if not (Path(self.model) / "config.json").exists():

@@ -216,6 +216,8 @@ class Scheduler:
         # Static batching admits a whole batch at once, beyond this step's token budget: each
         # member gets blocks for its whole prompt now so the batch is known to fit.
         covered = req.num_tokens if self.config.scheduling == "static" else hit_tokens + n
+        if self.config.kv_reservation == "max_len":  # the naive scheme: the whole max length now
+            covered = max(covered, self.max_tokens_per_request)
         need = self._blocks_for(covered) - len(hits)
         evictable_hits = sum(1 for b in hits if self.pool.blocks[b].ref_cnt == 0)
         if need > self.pool.num_free_blocks - evictable_hits:

@@ -2,6 +2,8 @@
 import os
 from pathlib import Path
 
+import dj_database_url
+
 from django.utils.translation import gettext_lazy as _
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
@@ -25,6 +27,7 @@ INSTALLED_APPS = [
     "courseapp.lessons",
     "courseapp.learners",
     "courseapp.quizzes",
+    "courseapp.demo",
 ]
 
 MIDDLEWARE = [
@@ -61,12 +64,8 @@ TEMPLATES = [
     }
 ]
 
-DATABASES = {
-    "default": {
-        "ENGINE": "django.db.backends.sqlite3",
-        "NAME": BASE_DIR / "db.sqlite3",
-    }
-}
+# SQLite by default; DATABASE_URL (e.g. postgres://…) when scaled.
+DATABASES = {"default": dj_database_url.config(default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}", conn_max_age=60)}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -98,10 +97,21 @@ DATA_UPLOAD_MAX_NUMBER_FIELDS = 200
 
 SESSION_COOKIE_AGE = 60 * 60 * 24 * 180  # guests keep their progress for half a year
 
-CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+# Scaled mode: with REDIS_URL set, Celery workers on the "engine" queue host the demo's engines
+# and frames travel through channels-redis. Without it, everything runs in this one process.
+REDIS_URL = os.environ.get("REDIS_URL", "")
+DEMO_HOST = "celery" if REDIS_URL else "embedded"
+DEMO_MAX_ACTIVE_RUNS = int(os.environ.get("DEMO_MAX_ACTIVE_RUNS", "6"))
+DEMO_STEP_DELAY = float(os.environ.get("DEMO_STEP_DELAY", "0.08"))  # seconds between steps at ×1, so people can watch
+if REDIS_URL:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}}
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
-CELERY_BROKER_URL = os.environ.get("REDIS_URL", "memory://")
-CELERY_RESULT_BACKEND = os.environ.get("REDIS_URL") or None
+CELERY_BROKER_URL = REDIS_URL or "memory://"
+CELERY_RESULT_BACKEND = REDIS_URL or None
+CELERY_TASK_ROUTES = {"demo.run": {"queue": "engine"}}
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 

@@ -1,4 +1,6 @@
 """`make test`."""
+import os
+
 from .base import *  # noqa: F401,F403
 from .base import BASE_DIR
 
@@ -6,12 +8,14 @@ DEBUG = False
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = True
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast, tests only
-DATABASES = {
-    "default": {
-        "ENGINE": "django.db.backends.sqlite3",
-        "NAME": BASE_DIR / "db.sqlite3",
-        # Live-server (browser) tests need a file-backed test DB shared across threads.
-        "TEST": {"NAME": BASE_DIR / ".test-db.sqlite3"},
+if not os.environ.get("DATABASE_URL"):
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": BASE_DIR / "db.sqlite3",
+            # Live-server (browser) tests need a file-backed test DB shared across threads.
+            "TEST": {"NAME": BASE_DIR / ".test-db.sqlite3"},
+        }
     }
-}
 LOGGING = {"version": 1, "disable_existing_loggers": False}
+DEMO_STEP_DELAY = 0.005

@@ -119,3 +119,19 @@ def test_preemption_marks_and_victim_is_the_latest_admitted(tiny_llama, mode):
     if mode == "swap":
         assert any(e.swapped_in for e in events)
     assert all(engine.output(f"v{i}").finished for i in range(4))
+
+
+def test_max_length_reservation_fits_fewer_requests_than_paging(tiny_llama):
+    """The lesson's §1.2 on the real engine: reserving max_model_len per request leaves most
+    slots empty, so fewer requests run at once than with blocks taken as needed."""
+    counts = {}
+    for mode in ("max_len", "paged"):
+        engine = engine_for(tiny_llama, num_blocks=64, max_num_seqs=8, max_model_len=64, kv_reservation=mode)
+        add_varied(engine, 6)
+        events = run(engine)
+        counts[mode] = max(len(e.running) for e in events)
+        if mode == "max_len":
+            first = events[0]
+            assert all(len(blocks) == 16 for blocks in first.block_tables.values())  # 64 tokens / 4 per block
+            assert first.metrics["wasted_slots"] > 0.5 * sum(len(b) for b in first.block_tables.values()) * 4
+    assert counts["max_len"] == 4 and counts["paged"] > counts["max_len"]

@@ -1,0 +1,47 @@
+"""The one place that sends to the channel layer, whichever layer is configured.
+
+In the embedded mode the in-memory layer lives on the ASGI server's event loop, and a
+group_send from another thread must be scheduled onto that loop (an async_to_sync call from
+the engine thread would never be delivered there). In a Celery worker, channels-redis is
+reached with async_to_sync.
+"""
+import asyncio
+import logging
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+
+logger = logging.getLogger("courseapp.demo")
+_server_loop: asyncio.AbstractEventLoop | None = None
+
+
+def bind_server_loop(loop: asyncio.AbstractEventLoop) -> None:
+    """Called from the websocket consumer (which runs on the server loop)."""
+    global _server_loop
+    _server_loop = loop
+
+
+def group_name(run_id: str) -> str:
+    return f"run-{run_id.replace('-', '')}"
+
+
+def command_channel(run_id: str) -> str:
+    return f"demo-run.{run_id.replace('-', '')}"
+
+
+def publish(run_id: str, frame: dict) -> None:
+    """Send a frame to everyone watching the run. Never raises into the engine loop."""
+    layer = get_channel_layer()
+    message = {"type": "run.frame", "frame": frame}
+    try:
+        if _server_loop is not None and _server_loop.is_running():
+            asyncio.run_coroutine_threadsafe(layer.group_send(group_name(run_id), message), _server_loop)
+        else:
+            async_to_sync(layer.group_send)(group_name(run_id), message)
+    except Exception:  # a full or unreachable layer drops a frame; the next frame repairs it
+        logger.warning("could not publish a frame for run %s", run_id, exc_info=True)
+
+
+async def send_command(run_id: str, cmd: dict) -> None:
+    """Scaled mode: a command for a run hosted by a Celery worker."""
+    await get_channel_layer().send(command_channel(run_id), {"type": "run.command", "cmd": cmd})

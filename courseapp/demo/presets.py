@@ -1,0 +1,117 @@
+"""The lesson's scenes, replayed on the real engine: each preset is lanes (engine knobs) plus a
+script of requests (which step they arrive at). Opened from /demo/?preset=NAME."""
+from copy import deepcopy
+
+INQUIRIES = [
+    "지난주에 주문한 운동화가 아직 안 왔어요. 언제 받을 수 있나요?",
+    "환불 신청했는데 카드 취소가 언제 되는지 궁금합니다.",
+    "쿠폰을 적용했는데 결제 금액이 그대로예요.",
+    "배송지를 회사 주소로 바꾸고 싶어요. 아직 출고 전인가요?",
+    "받은 블루투스 스피커가 충전이 안 됩니다. 교환하고 싶어요.",
+    "비밀번호를 잊어버려서 로그인이 안 돼요.",
+    "회원 등급은 어떻게 올라가나요?",
+    "영수증을 다시 받을 수 있을까요?",
+]
+
+BASE = dict(block_size=16, num_blocks=128, max_num_seqs=8, max_num_batched_tokens=256,
+            enable_prefix_caching=True, preemption_mode="recompute", scheduling="continuous", max_model_len=1024)
+
+PRESETS = {
+    "reservation": {
+        "title": "최대 길이 예약 ↔ 블록 단위",
+        "section": "s1-2",
+        "summary": "같은 요청 6건, 같은 KV 풀. 왼쪽은 요청마다 max-model-len(1,024토큰)만큼 블록을 미리 잡고, 오른쪽은 쓴 만큼만 블록을 받습니다. 동시에 몇 건이 들어가는지 보세요.",
+        "lanes": [
+            {"name": "reserve", "label": "최대 길이 예약", "config": {**BASE, "kv_reservation": "max_len", "enable_prefix_caching": False}},
+            {"name": "paged", "label": "블록 단위(PagedAttention)", "config": {**BASE, "enable_prefix_caching": False}},
+        ],
+        "requests": [{"at": 0, "user": q, "max_tokens": 48} for q in INQUIRIES[:6]],
+    },
+    "static-vs-continuous": {
+        "title": "정적 배칭 ↔ 연속 배칭",
+        "section": "s3-2",
+        "summary": "같은 요청 A~G를 한 번에 4건씩. 정적 배칭은 배치가 다 끝나야 다음을 넣고, 연속 배칭은 스텝마다 빈자리를 채웁니다. 스텝 수와 빈 칸(·)을 비교하세요.",
+        "lanes": [
+            {"name": "static", "label": "정적 배칭", "config": {**BASE, "max_num_seqs": 4, "scheduling": "static"}},
+            {"name": "continuous", "label": "연속 배칭", "config": {**BASE, "max_num_seqs": 4}},
+        ],
+        "requests": [
+            {"at": 0, "user": INQUIRIES[i], "max_tokens": n, "ignore_eos": True}
+            for i, n in enumerate([12, 36, 8, 20, 24, 16, 28])
+        ],
+    },
+    "concurrency": {
+        "title": "1건 ↔ 8건 동시",
+        "section": "s3-3",
+        "summary": "왼쪽은 요청 1건, 오른쪽은 같은 요청 8건을 동시에. 요청 하나의 속도(tok/s)와 전체 처리량을 비교하세요.",
+        "lanes": [
+            {"name": "one", "label": "1건", "config": {**BASE}},
+            {"name": "eight", "label": "8건 동시", "config": {**BASE}},
+        ],
+        "lane_requests": {
+            "one": [{"at": 0, "user": INQUIRIES[0], "max_tokens": 40, "ignore_eos": True}],
+            "eight": [{"at": 0, "user": INQUIRIES[0], "max_tokens": 40, "ignore_eos": True} for _ in range(8)],
+        },
+    },
+    "prefix-caching": {
+        "title": "프리픽스 캐싱",
+        "section": "s4-3",
+        "summary": "긴 공통 시스템 프롬프트로 2번, 이어서 맨 앞에 현재 시각을 넣고 2번. 공유 블록(참조 수 2 이상)과 적중률을 보세요.",
+        "lanes": [{"name": "cache", "label": "프리픽스 캐싱 켬", "config": {**BASE, "num_blocks": 192}}],
+        "requests": "prefix",  # built at start: needs the current time
+    },
+    "preemption": {
+        "title": "KV 캐시가 꽉 차면 — 선점",
+        "section": "s5",
+        "summary": "풀이 작은데(블록 48개) 긴 답을 6건 동시에. 블록이 모자라면 가장 늦게 들어온 요청이 밀려납니다(선점). 타임라인의 X와 로그를 보세요.",
+        "lanes": [{"name": "small", "label": "작은 풀", "config": {**BASE, "num_blocks": 48, "max_num_seqs": 6, "enable_prefix_caching": False}}],
+        "requests": [{"at": 0, "user": q, "max_tokens": 96, "ignore_eos": True} for q in INQUIRIES[:6]],
+    },
+}
+
+
+def spec_for(name: str, *, system_prompt: str, now: str) -> dict:
+    """A runnable spec for a preset (KeyError for an unknown name)."""
+    preset = deepcopy(PRESETS[name])
+    spec = {"preset": name, "title": preset["title"], "section": preset["section"], "summary": preset["summary"],
+            "lanes": preset["lanes"], "system": system_prompt, "open": False}
+    if preset.get("requests") == "prefix":
+        stamped = f"현재 시각: {now}\n{system_prompt}"
+        spec["requests"] = [
+            {"at": 0, "system": system_prompt, "user": INQUIRIES[0], "max_tokens": 24, "key": "same-1"},
+            {"at": 40, "system": system_prompt, "user": INQUIRIES[1], "max_tokens": 24, "key": "same-2"},
+            {"at": 80, "system": stamped, "user": INQUIRIES[2], "max_tokens": 24, "key": "time-1"},
+            {"at": 120, "system": f"현재 시각: {now}:01\n{system_prompt}", "user": INQUIRIES[3], "max_tokens": 24, "key": "time-2"},
+        ]
+    elif "lane_requests" in preset:
+        spec["lane_requests"] = {lane: [{**r, "system": system_prompt} for r in reqs] for lane, reqs in preset["lane_requests"].items()}
+        spec["requests"] = []
+    else:
+        spec["requests"] = [{**r, "system": system_prompt} for r in preset["requests"]]
+    return spec
+
+
+KNOBS = {  # name: (type, min, max) for a learner's custom run
+    "num_blocks": (int, 16, 512),
+    "block_size": (int, 4, 64),
+    "max_num_seqs": (int, 1, 32),
+    "max_num_batched_tokens": (int, 16, 2048),
+}
+
+
+def custom_spec(knobs: dict, *, system_prompt: str) -> dict:
+    """A learner's own run: one lane with the knobs they chose, open for prompts."""
+    config = dict(BASE)
+    for name, (kind, lo, hi) in KNOBS.items():
+        if name in knobs and knobs[name] not in (None, ""):
+            value = kind(knobs[name])
+            if not lo <= value <= hi:
+                raise ValueError(f"{name} must be between {lo} and {hi}")
+            config[name] = value
+    config["enable_prefix_caching"] = bool(knobs.get("enable_prefix_caching", True))
+    config["scheduling"] = "static" if knobs.get("scheduling") == "static" else "continuous"
+    config["preemption_mode"] = "swap" if knobs.get("preemption_mode") == "swap" else "recompute"
+    if config["num_blocks"] < config["max_num_seqs"]:
+        raise ValueError(f"num_blocks ({config['num_blocks']}) must be at least max_num_seqs ({config['max_num_seqs']})")
+    return {"preset": "", "title": "내 실험", "section": "s3-3", "summary": "", "lanes": [{"name": "mine", "label": "내 엔진", "config": config}],
+            "system": system_prompt, "requests": [], "open": True}
