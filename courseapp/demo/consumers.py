@@ -26,6 +26,8 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         await self.accept()
         self.last_seen = time.monotonic()
         self.failed_sent = False
+        # The session and the learner load from the database: not on the event loop.
+        self.learner_id = await database_sync_to_async(selectors.learner_id_for)(self.scope.get("user"), self.scope.get("session"))
         await self._send_snapshot(run)
         self.watchdog = asyncio.create_task(self._watch())
 
@@ -95,7 +97,7 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         if run is None or not run.is_active:
             await self._error("this run has ended")
             return
-        learner_id = self.scope.get("session", {}).get("learner_id") if self.scope.get("session") else None
+        learner_id = self.learner_id
         user = self.scope.get("user")
         if kind == "ping":
             await self.send_json({"type": "pong"})

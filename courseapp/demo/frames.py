@@ -32,6 +32,7 @@ class LaneState:
         self.stats: dict = {}
         self.log: list[str] = []
         self.step_times: list[float] = []
+        self.peak_running = 0
 
     def add_request(self, rid: str, owner: str = "", prompt_preview: str = "", prompt_tokens: int = 0) -> None:
         label = LABELS[len(self.requests) % 26] + ("" if len(self.requests) < 26 else str(len(self.requests) // 26))
@@ -49,6 +50,7 @@ class LaneState:
         self.blocks = [[b["block_id"], b["ref_cnt"], b["filled"], int(b["cached"]), b["owners"]] for b in event["blocks"]]
         self.tables = event["block_tables"]
         self.queues = {k: list(event[k]) for k in ("waiting", "running", "swapped")}
+        self.peak_running = max(self.peak_running, len(self.queues["running"]) + len(event["finished"]))
         codes = {}
         for rid in self.queues["running"]:
             codes[rid] = "R"
@@ -97,6 +99,8 @@ class LaneState:
             "preemptions": m["num_preemptions_total"],
             "tok_s": round(len(event["new_tokens"]) / max(sum(recent) / len(recent), 1e-6), 1) if recent else 0.0,
             "steps": self.step,
+            "peak_running": self.peak_running,
+            "tokens": sum(r["output_tokens"] for r in self.requests.values()),
         }
 
     def to_dict(self) -> dict:

@@ -79,9 +79,9 @@ def spec_for(name: str, *, system_prompt: str, now: str) -> dict:
         stamped = f"현재 시각: {now}\n{system_prompt}"
         spec["requests"] = [
             {"at": 0, "system": system_prompt, "user": INQUIRIES[0], "max_tokens": 24, "key": "same-1"},
-            {"at": 40, "system": system_prompt, "user": INQUIRIES[1], "max_tokens": 24, "key": "same-2"},
-            {"at": 80, "system": stamped, "user": INQUIRIES[2], "max_tokens": 24, "key": "time-1"},
-            {"at": 120, "system": f"현재 시각: {now}:01\n{system_prompt}", "user": INQUIRIES[3], "max_tokens": 24, "key": "time-2"},
+            {"at": 6, "system": system_prompt, "user": INQUIRIES[1], "max_tokens": 24, "key": "same-2"},
+            {"at": 60, "system": stamped, "user": INQUIRIES[2], "max_tokens": 24, "key": "time-1"},
+            {"at": 66, "system": f"현재 시각: {now}:01\n{system_prompt}", "user": INQUIRIES[3], "max_tokens": 24, "key": "time-2"},
         ]
     elif "lane_requests" in preset:
         spec["lane_requests"] = {lane: [{**r, "system": system_prompt} for r in reqs] for lane, reqs in preset["lane_requests"].items()}

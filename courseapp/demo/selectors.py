@@ -23,3 +23,12 @@ def can_control(run: DemoRun, *, learner_id, user) -> bool:
     if run.is_class:
         return bool(user is not None and getattr(user, "is_staff", False))
     return run.owner_id is not None and run.owner_id == learner_id
+
+
+def learner_id_for(user, session) -> int | None:
+    """The learner behind a websocket: the account's, else the guest's from the session."""
+    from courseapp.learners.models import Learner
+
+    if user is not None and user.is_authenticated:
+        return Learner.objects.filter(user=user).values_list("pk", flat=True).first()
+    return session.get("learner_id") if session is not None else None

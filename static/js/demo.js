@@ -15,6 +15,7 @@
     preemptions: "Preemptions", tokS: "tokens/s", steps: "Steps", waiting: "Waiting", running: "Running", swapped: "Swapped",
     pool: "Physical block pool", tables: "Block tables (logical → physical)", timeline: "Batch timeline (steps × requests)",
     outputs: "Outputs", log: "Engine log", free: "free", cached: "cached (free, kept for prefix hits)",
+    peak: "Most running at once", generated: "Tokens generated",
     step: "Step", pause: "Pause", resume: "Resume", block: "block", ref: "refs", filled: "filled", owner: "owner",
     none: "none", summary: (s, l) => `Step ${s.steps}: ${l.queues.running.length} running, ${l.queues.waiting.length} waiting, KV ${s.kv_usage}%`,
   } : {
@@ -24,6 +25,7 @@
     preemptions: "선점", tokS: "토큰/초", steps: "스텝", waiting: "대기", running: "실행 중", swapped: "스왑됨",
     pool: "물리 블록 풀", tables: "블록 테이블 (논리 → 물리)", timeline: "배치 타임라인 (스텝 × 요청)",
     outputs: "출력", log: "엔진 로그", free: "빈 블록", cached: "캐시됨 (주인 없음, 프리픽스용으로 보관)",
+    peak: "최대 동시 실행", generated: "생성한 토큰",
     step: "스텝", pause: "일시 정지", resume: "다시 시작", block: "블록", ref: "참조", filled: "채움", owner: "주인",
     none: "없음", summary: (s, l) => `스텝 ${s.steps}: 실행 ${l.queues.running.length}, 대기 ${l.queues.waiting.length}, KV ${s.kv_usage}%`,
   };
@@ -59,6 +61,8 @@
       card("preemptions", T.preemptions, s.preemptions ?? 0),
       card("tok-s", T.tokS, s.tok_s ?? 0),
       card("steps", T.steps, s.steps ?? lane.step),
+      card("peak-running", T.peak, s.peak_running ?? 0),
+      card("tokens", T.generated, s.tokens ?? 0),
     ].join("")}</div>`;
   }
 
@@ -120,7 +124,7 @@
 
   function outputs(lane, who) {
     return `<h3>${T.outputs}</h3><ol class="outputs">` + lane.requests.map((r) =>
-      `<li data-request="${esc(r.id)}" data-status="${r.status}"><span class="chip c${who[r.id].color}">${esc(r.label)}</span>` +
+      `<li data-request="${esc(r.id)}" data-status="${r.status}" data-cached-tokens="${r.cached_tokens}" data-output-tokens="${r.output_tokens}"><span class="chip c${who[r.id].color}">${esc(r.label)}</span>` +
       `${r.owner ? `<span class="owner">${esc(r.owner)}</span>` : ""} <span class="muted">${r.prompt_tokens}+${r.output_tokens} ${T.tokens}${r.cached_tokens ? ` · ♻ ${r.cached_tokens}` : ""}${r.preemptions ? ` · ✕${r.preemptions}` : ""}</span>` +
       `<div class="prompt">${esc(r.prompt)}</div><div class="answer">${esc(r.text)}</div></li>`).join("") + "</ol>";
   }

@@ -38,3 +38,60 @@ def page(browser, site):
     page.set_default_timeout(10_000)
     yield page
     context.close()
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port: int, timeout: float = 30.0) -> None:
+    import socket
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+    raise TimeoutError(f"nothing listens on port {port}")
+
+
+def start_daphne(extra_env: dict):
+    """The real ASGI server (Daphne) in its own process, on the test database."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from django.db import connection
+
+    port = free_port()
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "courseapp.settings.test", "PYTHONUNBUFFERED": "1", **extra_env}
+    env.setdefault("DATABASE_URL", f"sqlite:///{connection.settings_dict['NAME']}")
+    daphne = Path(sys.executable).with_name("daphne")
+    proc = subprocess.Popen([str(daphne), "-b", "127.0.0.1", "-p", str(port), "courseapp.asgi:application"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    wait_for_port(port)
+    return proc, f"http://127.0.0.1:{port}"
+
+
+@pytest.fixture
+def asgi_site(transactional_db):
+    """Daphne serving the whole app (HTTP + websockets, embedded engine) on the test DB."""
+    proc, url = start_daphne({})
+    yield url
+    proc.terminate()
+    proc.wait(10)
+
+
+@pytest.fixture
+def demo_page(browser, asgi_site):
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    page.set_default_timeout(60_000)
+    yield page
+    context.close()

@@ -1,0 +1,109 @@
+"""The run websocket: snapshot on connect, frames in order, bad input, origin check."""
+import json
+
+import pytest
+from asgiref.sync import async_to_sync
+from channels.testing import WebsocketCommunicator
+
+from courseapp.asgi import application
+from courseapp.demo import services
+from courseapp.demo.models import DemoRun
+
+ORIGIN = [(b"origin", b"http://127.0.0.1")]
+
+
+def ws(run_id, headers=ORIGIN):
+    return WebsocketCommunicator(application, f"/ws/demo/runs/{run_id}/", headers=headers)
+
+
+async def _frames_until_finished(comm, limit=2000):
+    frames = []
+    for _ in range(limit):
+        message = json.loads(await comm.receive_from(timeout=30))
+        frames.append(message)
+        if message.get("type") in ("frame", "snapshot") and message["status"] == "finished":
+            break
+    return frames
+
+
+@pytest.mark.django_db(transaction=True)
+def test_snapshot_first_then_frames_in_order_until_the_end():
+    run = services.run_start(owner=None, preset="preemption")
+
+    async def scenario():
+        comm = ws(run.pk)
+        connected, _ = await comm.connect()
+        assert connected
+        frames = await _frames_until_finished(comm)
+        await comm.disconnect()
+        return frames
+
+    frames = async_to_sync(scenario)()
+    assert frames[0]["type"] == "snapshot"
+    seqs = [f["seq"] for f in frames if f["type"] == "frame"]
+    assert seqs == sorted(seqs) and len(seqs) == len(set(seqs))
+    last = frames[-1]
+    assert last["status"] == "finished"
+    lane = last["lanes"][0]
+    assert lane["stats"]["preemptions"] > 0
+    assert any("X" in codes for codes in lane["timeline"].values())
+    run.refresh_from_db()
+    assert run.status == "finished" and run.trace
+
+
+@pytest.mark.django_db(transaction=True)
+def test_malformed_messages_get_an_error_frame_and_the_socket_stays_open():
+    run = services.run_start(owner=None, knobs={})
+
+    async def scenario():
+        comm = ws(run.pk)
+        assert (await comm.connect())[0]
+        await comm.receive_json_from(timeout=30)  # the snapshot
+        replies = []
+        for raw in ["not json", "[1, 2]", json.dumps({"type": "explode"}), json.dumps({"type": "submit", "prompt": ""}),
+                    json.dumps({"type": "submit", "prompt": "x" * 501})]:
+            await comm.send_to(text_data=raw)
+            while True:
+                reply = await comm.receive_json_from(timeout=10)
+                if reply["type"] == "error":
+                    replies.append(reply["message"])
+                    break
+        await comm.send_json_to({"type": "ping"})
+        while (await comm.receive_json_from(timeout=10))["type"] != "pong":
+            pass
+        await comm.send_json_to({"type": "stop"})  # not the owner: refused
+        while (reply := await comm.receive_json_from(timeout=10))["type"] != "error":
+            pass
+        replies.append(reply["message"])
+        await comm.disconnect()
+        return replies
+
+    replies = async_to_sync(scenario)()
+    assert [r.split(":")[0] for r in replies[:2]] == ["malformed message", "malformed message"]
+    assert "unknown message type" in replies[2]
+    assert "type a prompt" in replies[3] and "too long" in replies[4]
+    assert "only the person who started" in replies[5]
+    services.run_command(run=DemoRun.objects.get(pk=run.pk), cmd={"type": "stop"})
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_foreign_origin_is_rejected():
+    run = DemoRun.objects.create(spec={}, status="finished")
+
+    async def scenario():
+        comm = ws(run.pk, headers=[(b"origin", b"http://evil.example")])
+        connected, _ = await comm.connect()
+        return connected
+
+    assert async_to_sync(scenario)() is False
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_unknown_run_closes_the_socket():
+    async def scenario():
+        comm = ws("00000000-0000-0000-0000-000000000000")
+        connected, code = await comm.connect()
+        return connected, code
+
+    connected, code = async_to_sync(scenario)()
+    assert connected is False and code == 4404
