@@ -46,21 +46,25 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         await self.send_json({"type": "error", "message": message, **extra})
 
     async def _send_snapshot(self, run):
-        frame = None
+        """The current picture first. A run that has not drawn yet sends its opening snapshot to
+        the group this socket already joined, so nothing is missed either way."""
         if run.is_active and run.host == "embedded":
             from courseapp.demo.host import embedded
 
             frame = embedded.latest(self.run_id)
             if frame is not None:
-                frame = {**frame, "type": "snapshot"}
-        if frame is None and not run.is_active:
+                await self.send_json({**frame, "type": "snapshot"})
+                return
+            if embedded.is_alive(self.run_id):
+                return
+        if not run.is_active:
             frame = selectors.run_last_frame(run)
-        if frame is not None:
-            await self.send_json(frame)
-        else:  # not started yet, or hosted elsewhere: ask the host for a fresh frame
-            await self.send_json({"type": "status", "run": self.run_id, "status": run.status, "message": run.error})
-            if run.is_active:
-                await database_sync_to_async(services.run_command)(run=run, cmd={"type": "snapshot"})
+            if frame is not None:
+                await self.send_json(frame)
+                return
+        await self.send_json({"type": "status", "run": self.run_id, "status": run.status, "message": run.error})
+        if run.is_active:  # hosted by a worker: ask it for a fresh snapshot
+            await database_sync_to_async(services.run_command)(run=run, cmd={"type": "snapshot"})
 
     async def _watch(self):
         """No frame for a while: check the run's heartbeat so a dead host shows up as failed."""

@@ -1,6 +1,7 @@
 """The lesson's scenes, replayed on the real engine: each preset is lanes (engine knobs) plus a
 script of requests (which step they arrive at). Opened from /demo/?preset=NAME."""
 from copy import deepcopy
+from datetime import timedelta
 
 INQUIRIES = [
     "지난주에 주문한 운동화가 아직 안 왔어요. 언제 받을 수 있나요?",
@@ -22,8 +23,8 @@ PRESETS = {
         "section": "s1-2",
         "summary": "같은 요청 6건, 같은 KV 풀. 왼쪽은 요청마다 max-model-len(1,024토큰)만큼 블록을 미리 잡고, 오른쪽은 쓴 만큼만 블록을 받습니다. 동시에 몇 건이 들어가는지 보세요.",
         "lanes": [
-            {"name": "reserve", "label": "최대 길이 예약", "config": {**BASE, "kv_reservation": "max_len", "enable_prefix_caching": False}},
-            {"name": "paged", "label": "블록 단위(PagedAttention)", "config": {**BASE, "enable_prefix_caching": False}},
+            {"name": "reserve", "label": "최대 길이 예약", "config": {**BASE, "num_blocks": 192, "kv_reservation": "max_len", "enable_prefix_caching": False}},
+            {"name": "paged", "label": "블록 단위(PagedAttention)", "config": {**BASE, "num_blocks": 192, "enable_prefix_caching": False}},
         ],
         "requests": [{"at": 0, "user": q, "max_tokens": 48} for q in INQUIRIES[:6]],
     },
@@ -63,25 +64,26 @@ PRESETS = {
     "preemption": {
         "title": "KV 캐시가 꽉 차면 — 선점",
         "section": "s5",
-        "summary": "풀이 작은데(블록 48개) 긴 답을 6건 동시에. 블록이 모자라면 가장 늦게 들어온 요청이 밀려납니다(선점). 타임라인의 X와 로그를 보세요.",
-        "lanes": [{"name": "small", "label": "작은 풀", "config": {**BASE, "num_blocks": 48, "max_num_seqs": 6, "enable_prefix_caching": False}}],
+        "summary": "풀이 작은데(블록 56개) 긴 답을 6건 동시에. 답이 길어지며 블록이 모자라면 가장 늦게 들어온 요청이 밀려납니다(선점). 타임라인의 ✕와 로그를 보세요.",
+        "lanes": [{"name": "small", "label": "작은 풀", "config": {**BASE, "num_blocks": 56, "max_num_seqs": 6}}],
         "requests": [{"at": 0, "user": q, "max_tokens": 96, "ignore_eos": True} for q in INQUIRIES[:6]],
     },
 }
 
 
-def spec_for(name: str, *, system_prompt: str, now: str) -> dict:
+def spec_for(name: str, *, system_prompt: str, now) -> dict:
     """A runnable spec for a preset (KeyError for an unknown name)."""
     preset = deepcopy(PRESETS[name])
     spec = {"preset": name, "title": preset["title"], "section": preset["section"], "summary": preset["summary"],
             "lanes": preset["lanes"], "system": system_prompt, "open": False}
     if preset.get("requests") == "prefix":
-        stamped = f"현재 시각: {now}\n{system_prompt}"
+        # Each request is stamped with the second it is sent, as the lesson's §6 lab does.
+        first, second = (f"현재 시각: {(now + timedelta(seconds=i)):%H:%M:%S}\n{system_prompt}" for i in (0, 1))
         spec["requests"] = [
             {"at": 0, "system": system_prompt, "user": INQUIRIES[0], "max_tokens": 24, "key": "same-1"},
             {"at": 6, "system": system_prompt, "user": INQUIRIES[1], "max_tokens": 24, "key": "same-2"},
-            {"at": 60, "system": stamped, "user": INQUIRIES[2], "max_tokens": 24, "key": "time-1"},
-            {"at": 66, "system": f"현재 시각: {now}:01\n{system_prompt}", "user": INQUIRIES[3], "max_tokens": 24, "key": "time-2"},
+            {"at": 60, "system": first, "user": INQUIRIES[2], "max_tokens": 24, "key": "time-1"},
+            {"at": 66, "system": second, "user": INQUIRIES[3], "max_tokens": 24, "key": "time-2"},
         ]
     elif "lane_requests" in preset:
         spec["lane_requests"] = {lane: [{**r, "system": system_prompt} for r in reqs] for lane, reqs in preset["lane_requests"].items()}

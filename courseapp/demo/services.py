@@ -37,7 +37,7 @@ def run_start(*, owner, preset: str = "", knobs: dict | None = None, is_class: b
     if preset:
         if preset not in presets.PRESETS:
             raise DemoRefused(f"unknown preset {preset!r}; choose one of {', '.join(presets.PRESETS)}")
-        spec = presets.spec_for(preset, system_prompt=_system_prompt(), now=timezone.localtime().strftime("%H:%M:%S"))
+        spec = presets.spec_for(preset, system_prompt=_system_prompt(), now=timezone.localtime())
     else:
         spec = presets.custom_spec(knobs or {}, system_prompt=_system_prompt())
     spec["step_delay"] = settings.DEMO_STEP_DELAY

@@ -104,7 +104,14 @@ DEMO_HOST = "celery" if REDIS_URL else "embedded"
 DEMO_MAX_ACTIVE_RUNS = int(os.environ.get("DEMO_MAX_ACTIVE_RUNS", "6"))
 DEMO_STEP_DELAY = float(os.environ.get("DEMO_STEP_DELAY", "0.08"))  # seconds between steps at ×1, so people can watch
 if REDIS_URL:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}}
+    # redis-py 8 reads with a 5 s socket timeout by default, which aborts the layer's blocking
+    # BZPOPMIN (channels_redis issue #422): wait as long as the command itself says.
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": None}]},
+        }
+    }
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}

@@ -73,8 +73,9 @@ def start_daphne(extra_env: dict):
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "courseapp.settings.test", "PYTHONUNBUFFERED": "1", **extra_env}
     env.setdefault("DATABASE_URL", f"sqlite:///{connection.settings_dict['NAME']}")
     daphne = Path(sys.executable).with_name("daphne")
+    log = open(Path(connection.settings_dict["NAME"]).with_suffix(".daphne.log"), "a")
     proc = subprocess.Popen([str(daphne), "-b", "127.0.0.1", "-p", str(port), "courseapp.asgi:application"],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                            env=env, stdout=log, stderr=subprocess.STDOUT)
     wait_for_port(port)
     return proc, f"http://127.0.0.1:{port}"
 

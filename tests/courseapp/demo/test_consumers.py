@@ -1,5 +1,6 @@
 """The run websocket: snapshot on connect, frames in order, bad input, origin check."""
 import json
+import time
 
 import pytest
 from asgiref.sync import async_to_sync
@@ -47,7 +48,11 @@ def test_snapshot_first_then_frames_in_order_until_the_end():
     lane = last["lanes"][0]
     assert lane["stats"]["preemptions"] > 0
     assert any("X" in codes for codes in lane["timeline"].values())
-    run.refresh_from_db()
+    for _ in range(100):  # the final frame goes out just before the run's row is updated
+        run.refresh_from_db()
+        if run.status != "running":
+            break
+        time.sleep(0.05)
     assert run.status == "finished" and run.trace
 
 
