@@ -42,6 +42,7 @@ class LaneState:
             "preemptions": 0, "first_step": None, "last_step": None, "tok_s": 0.0,
         }
         self.timeline[rid] = " " * self.step
+        self.queues["waiting"].append(rid)  # the engine queued it; the next step event confirms
 
     def apply(self, event: dict, texts: dict[str, str] | None = None) -> None:
         self.step = event["step"]

@@ -77,16 +77,17 @@ def start_daphne(extra_env: dict):
     proc = subprocess.Popen([str(daphne), "-b", "127.0.0.1", "-p", str(port), "courseapp.asgi:application"],
                             env=env, stdout=log, stderr=subprocess.STDOUT)
     wait_for_port(port)
-    return proc, f"http://127.0.0.1:{port}"
+    return proc, f"http://127.0.0.1:{port}", log
 
 
 @pytest.fixture
 def asgi_site(transactional_db):
     """Daphne serving the whole app (HTTP + websockets, embedded engine) on the test DB."""
-    proc, url = start_daphne({})
+    proc, url, log = start_daphne({})
     yield url
     proc.terminate()
     proc.wait(10)
+    log.close()
 
 
 @pytest.fixture

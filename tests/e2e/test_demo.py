@@ -56,21 +56,40 @@ def test_preemption_is_counted_marked_and_logged(demo_page, asgi_site):
     expect(page.locator("[data-lane=small] [data-log]")).to_contain_text("PreemptionMode.RECOMPUTE")
 
 
-def test_controls_work_from_the_keyboard_and_replay_plays_the_trace(demo_page, asgi_site):
+def test_my_own_run_takes_prompts_and_obeys_pause_step_resume_from_the_keyboard(demo_page, asgi_site):
     page = demo_page
-    page.goto(f"{asgi_site}/demo/?preset=preemption")
+    page.goto(f"{asgi_site}/demo/")
+    page.locator("input[name=num_blocks]").fill("64")
+    page.get_by_role("button", name="내 엔진 시작").click()
+    expect(page.locator("#demo")).to_have_attribute("data-state", "running", timeout=60_000)
+
     pause = page.locator("[data-action=pause]")
     pause.focus()
     page.keyboard.press("Enter")
-    expect(page.locator("#demo")).to_have_attribute("data-state", "paused", timeout=30_000)
-    steps = metric(page, "small", "steps")
+    expect(page.locator("#demo")).to_have_attribute("data-state", "paused")
+
+    prompt = page.locator("#demo-prompt")
+    prompt.fill("환불은 언제 되나요?")
+    prompt.focus()
+    page.keyboard.press("Tab")  # to max_tokens
+    page.keyboard.press("Enter")  # submits the form
+    lane = page.locator("[data-lane=mine]")
+    expect(lane.locator(".outputs li")).to_have_count(1)
+    expect(lane.locator("[data-queue=waiting] .chip")).to_have_count(1)  # paused: admitted by no step yet
+
     page.locator("[data-action=step]").focus()
     page.keyboard.press("Enter")
-    expect(page.locator("[data-lane=small] [data-metric=steps]")).not_to_have_attribute("data-value", str(int(steps)), timeout=30_000)
-    page.locator("[data-action=speed]").select_option("4")
+    expect(lane.locator("[data-metric=steps]")).to_have_attribute("data-value", "1")
+    expect(lane.locator(".block[data-refcount='1']").first).to_be_attached()
+
     pause.focus()
-    page.keyboard.press("Enter")
-    expect(page.locator("#demo")).to_have_attribute("data-state", "finished", timeout=120_000)
+    page.keyboard.press("Enter")  # resume
+    expect(lane.locator(".outputs li[data-status=finished]")).to_have_count(1, timeout=60_000)
+    assert lane.locator(".outputs li .answer").inner_text().strip()
+
+
+def test_a_finished_run_replays_from_its_trace_and_has_a_table_view(demo_page, asgi_site):
+    page = open_preset(demo_page, asgi_site, "preemption")
     page.locator("[data-action=table]").click()
     expect(page.locator("[data-lane=small] .pool-table")).to_be_visible()
     page.locator("[data-action=replay]").click()

@@ -15,6 +15,7 @@ import websockets
 from django.db import connection
 
 from courseapp.demo.models import DemoRun
+from tests.aio import run_in_fresh_loop
 from tests.e2e.conftest import start_daphne
 
 pytestmark = pytest.mark.e2e
@@ -35,8 +36,9 @@ def scaled(transactional_db):
          "-n", "scaled-test@%h", "--without-gossip", "--without-mingle", "-l", "info"],
         env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )
-    web, url = start_daphne({"REDIS_URL": REDIS_URL})
+    web, url, web_log = start_daphne({"REDIS_URL": REDIS_URL})
     yield url, worker
+    web_log.close()
     for proc in (web, worker):
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL) if proc is worker else proc.terminate()
@@ -77,8 +79,8 @@ def test_worker_hosts_the_run_streams_blocks_and_its_death_is_reported(scaled):
 
     run = DemoRun.objects.get(pk=run_id)
     assert run.host.startswith("celery")
-    frame = asyncio.run(watch(url, run_id, lambda m: bool(owned_blocks(m)), timeout=90,
-                              send={"type": "submit", "prompt": "배송이 언제 오나요?", "max_tokens": 200}))
+    frame = run_in_fresh_loop(lambda: watch(url, run_id, lambda m: bool(owned_blocks(m)), timeout=90,
+                                            send={"type": "submit", "prompt": "배송이 언제 오나요?", "max_tokens": 200}))
     assert owned_blocks(frame), "block events for the submitted request arrived from the worker"
     run.refresh_from_db()
     assert run.host.startswith("celery@")
@@ -86,7 +88,7 @@ def test_worker_hosts_the_run_streams_blocks_and_its_death_is_reported(scaled):
     os.killpg(worker.pid, signal.SIGKILL)  # the worker dies mid-run
     worker.wait(10)
     began = time.monotonic()
-    failed = asyncio.run(watch(url, run_id, lambda m: m.get("status") == "failed", timeout=30))
+    failed = run_in_fresh_loop(lambda: watch(url, run_id, lambda m: m.get("status") == "failed", timeout=30))
     assert time.monotonic() - began < 20
     assert "stopped" in failed["message"]
     run.refresh_from_db()

@@ -6,17 +6,9 @@ import pytest
 
 from engine import EngineConfig, LLMEngine, SamplingParams
 from engine.engine_loop import EngineLoop
+from tests.aio import run_in_fresh_loop
 from tests.engine.conftest import reference_generate
 from tests.engine.test_parity import prompts
-
-
-def run_in_fresh_loop(coro_fn):
-    """asyncio.run in its own thread: the browser tests' session keeps a loop running in this one."""
-    box = {}
-    thread = threading.Thread(target=lambda: box.update(result=asyncio.run(coro_fn())))
-    thread.start()
-    thread.join(30)
-    return box["result"]
 
 
 @pytest.fixture

@@ -3,10 +3,10 @@ import json
 import time
 
 import pytest
-from asgiref.sync import async_to_sync
 from channels.testing import WebsocketCommunicator
 
 from courseapp.asgi import application
+from tests.aio import run_in_fresh_loop
 from courseapp.demo import services
 from courseapp.demo.models import DemoRun
 
@@ -39,7 +39,7 @@ def test_snapshot_first_then_frames_in_order_until_the_end():
         await comm.disconnect()
         return frames
 
-    frames = async_to_sync(scenario)()
+    frames = run_in_fresh_loop(scenario)
     assert frames[0]["type"] == "snapshot"
     seqs = [f["seq"] for f in frames if f["type"] == "frame"]
     assert seqs == sorted(seqs) and len(seqs) == len(set(seqs))
@@ -83,7 +83,7 @@ def test_malformed_messages_get_an_error_frame_and_the_socket_stays_open():
         await comm.disconnect()
         return replies
 
-    replies = async_to_sync(scenario)()
+    replies = run_in_fresh_loop(scenario)
     assert [r.split(":")[0] for r in replies[:2]] == ["malformed message", "malformed message"]
     assert "unknown message type" in replies[2]
     assert "type a prompt" in replies[3] and "too long" in replies[4]
@@ -100,7 +100,7 @@ def test_a_foreign_origin_is_rejected():
         connected, _ = await comm.connect()
         return connected
 
-    assert async_to_sync(scenario)() is False
+    assert run_in_fresh_loop(scenario) is False
 
 
 @pytest.mark.django_db(transaction=True)
@@ -110,5 +110,5 @@ def test_an_unknown_run_closes_the_socket():
         connected, code = await comm.connect()
         return connected, code
 
-    connected, code = async_to_sync(scenario)()
+    connected, code = run_in_fresh_loop(scenario)
     assert connected is False and code == 4404
