@@ -33,6 +33,7 @@ class LaneState:
         self.log: list[str] = []
         self.step_times: list[float] = []
         self.peak_running = 0
+        self.block_text: dict[str, list[str]] = {}  # request → the text each of its blocks holds
 
     def add_request(self, rid: str, owner: str = "", prompt_preview: str = "", prompt_tokens: int = 0) -> None:
         label = LABELS[len(self.requests) % 26] + ("" if len(self.requests) < 26 else str(len(self.requests) // 26))
@@ -109,7 +110,7 @@ class LaneState:
             "name": self.name, "label": self.label, "config": self.config, "step": self.step,
             "num_blocks": self.num_blocks, "block_size": self.block_size, "blocks": self.blocks,
             "tables": self.tables, "queues": self.queues, "requests": list(self.requests.values()),
-            "timeline": self.timeline, "stats": self.stats, "log": self.log,
+            "timeline": self.timeline, "stats": self.stats, "log": self.log, "block_text": self.block_text,
         }
 
 

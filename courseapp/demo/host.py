@@ -170,6 +170,19 @@ class RunSession:
         self._emit()
         return self.trace
 
+    def _block_text(self, lane: Lane, rid: str) -> None:
+        """What each of a request's blocks holds, as text (shown when a block is hovered or focused).
+        Full blocks never change, so only new ones and the last, partial one are decoded."""
+        req = lane.engine.requests.get(rid)
+        if req is None or lane.engine.tokenizer is None:
+            return
+        size = lane.state.block_size
+        ids = req.all_token_ids[: req.num_computed_tokens]
+        texts = lane.state.block_text.setdefault(rid, [])
+        del texts[max(0, len(texts) - 1):]  # the last one may have grown
+        for start in range(len(texts) * size, len(ids), size):
+            texts.append(lane.engine.tokenizer.decode(ids[start : start + size]))
+
     def _step_all(self) -> None:
         for lane in self.lanes:
             if not lane.engine.has_unfinished_requests():
@@ -177,6 +190,8 @@ class RunSession:
             event = lane.engine.step().to_dict()
             texts = {rid: lane.engine.output(rid).text for rid in event["new_tokens"]}
             lane.state.apply(event, texts)
+            for item in event["scheduled"]:
+                self._block_text(lane, item["request_id"])
         self.builder.touch()
         if len(self.trace) < MAX_TRACE:
             self.trace.append({"lanes": [lane.state.to_dict() for lane in self.lanes]})

@@ -76,8 +76,13 @@
 
   function pool(lane, who) {
     const byId = new Map(lane.blocks.map((b) => [b[0], b]));
-    const where = {}; // block id → "A:2" (request label : logical index)
-    for (const [rid, ids] of Object.entries(lane.tables)) ids.forEach((b, i) => { (where[b] = where[b] || []).push(`${who[rid]?.label ?? rid}[${i}]`); });
+    const where = {}; // block id → ["A[2]", …] (request label [logical index])
+    const text = {}; // block id → the tokens it holds, as text
+    for (const [rid, ids] of Object.entries(lane.tables)) ids.forEach((b, i) => {
+      (where[b] = where[b] || []).push(`${who[rid]?.label ?? rid}[${i}]`);
+      const t = (lane.block_text || {})[rid];
+      if (t && t[i] !== undefined && text[b] === undefined) text[b] = t[i];
+    });
     let cells = "";
     for (let id = 0; id < lane.num_blocks; id++) {
       const b = byId.get(id);
@@ -86,7 +91,7 @@
       const names = owners.map((o) => who[o]?.label ?? o);
       const color = owners.length ? `c${who[owners[0]]?.color ?? 0}` : "";
       const fill = Math.round((100 * filled) / lane.block_size);
-      const tip = `${T.block} ${id} · ${names.join(", ") || T.cached} · ${filled}/${lane.block_size} ${T.filled}` + (ref > 1 ? ` · ${T.ref} ${ref}` : "") + (where[id] ? ` · ${where[id].join(" ")}` : "");
+      const tip = `${T.block} ${id} · ${names.join(", ") || T.cached} · ${filled}/${lane.block_size} ${T.filled}` + (ref > 1 ? ` · ${T.ref} ${ref}` : "") + (where[id] ? ` · ${where[id].join(" ")}` : "") + (text[id] ? ` · “${text[id]}”` : "");
       cells += `<div class="block ${owners.length ? "used" : "cached"} ${color}${ref > 1 ? " shared" : ""}" tabindex="-1" data-block-id="${id}" data-owner="${esc(names.join(" "))}" data-refcount="${ref}" data-cached="${cached}" title="${esc(tip)}" aria-label="${esc(tip)}">` +
         `<span class="fill" style="height:${fill}%"></span><span class="b-label">${esc(names.join("") || "♻")}</span>${ref > 1 ? `<span class="badge-ref">${ref}</span>` : ""}</div>`;
     }
@@ -99,7 +104,7 @@
   function blockTables(lane, who) {
     const rows = Object.entries(lane.tables).map(([rid, ids]) =>
       `<li data-request="${esc(rid)}"><span class="chip c${who[rid]?.color ?? 0}">${esc(who[rid]?.label ?? rid)}</span> ` +
-      ids.map((b, i) => `<span class="map" data-logical="${i}" data-physical="${b}">${i}→${b}</span>`).join(" ") + "</li>").join("");
+      ids.map((b, i) => `<span class="map" tabindex="0" data-logical="${i}" data-physical="${b}" title="${esc(((lane.block_text || {})[rid] || [])[i] || "")}">${i}→${b}</span>`).join(" ") + "</li>").join("");
     return `<h3>${T.tables}</h3><ul class="block-tables">${rows || `<li class="muted">${T.none}</li>`}</ul>`;
   }
 

@@ -1,4 +1,6 @@
 """Each lesson scene from its URL, in the system Chromium, against Daphne with the real engine."""
+import re
+
 import pytest
 from playwright.sync_api import expect
 
@@ -95,3 +97,14 @@ def test_a_finished_run_replays_from_its_trace_and_has_a_table_view(demo_page, a
     page.locator("[data-action=replay]").click()
     expect(page.locator("#demo")).to_have_attribute("data-state", "replay")
     expect(page.locator("#demo")).to_have_attribute("data-state", "finished", timeout=60_000)
+
+
+def test_a_block_tells_which_tokens_it_holds(demo_page, asgi_site):
+    page = demo_page
+    page.goto(f"{asgi_site}/demo/?preset=preemption")
+    page.locator("[data-action=pause]").click()
+    expect(page.locator("#demo")).to_have_attribute("data-state", "paused", timeout=30_000)
+    page.locator("[data-action=step]").click()
+    block = page.locator("[data-lane=small] .block.used").first
+    expect(block).to_have_attribute("title", re.compile("“.+”", re.S), timeout=30_000)
+    page.locator("[data-action=pause]").click()
