@@ -140,6 +140,6 @@ class FrameBuilder:
         self._last_sent = time.monotonic()
         self._dirty = False
         return {
-            "type": kind, "seq": self.seq, "run": self.run_id, "status": self.status, "paused": self.paused,
+            "type": kind, "seq": self.seq, "run": self.run_id, "sent_at": time.time(), "status": self.status, "paused": self.paused,
             "speed": self.speed, "message": self.message, "lanes": [lane.to_dict() for lane in self.lanes],
         }
