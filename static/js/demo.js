@@ -170,7 +170,7 @@
   function connect() {
     const proto = location.protocol === "https:" ? "wss" : "ws";
     socket = new WebSocket(`${proto}://${location.host}${root.dataset.wsPath}`);
-    socket.onopen = () => { retry = 0; };
+    socket.onopen = () => { retry = 0; while (outbox.length) socket.send(JSON.stringify(outbox.shift())); };
     socket.onmessage = (msg) => {
       const data = JSON.parse(msg.data);
       if (data.type === "frame" || data.type === "snapshot") {
@@ -193,7 +193,11 @@
       setTimeout(connect, Math.min(5000, 300 * 2 ** retry++));
     };
   }
-  const send = (obj) => { if (socket && socket.readyState === 1) socket.send(JSON.stringify(obj)); };
+  const outbox = []; // what the learner sent before the socket was open goes out once it is
+  const send = (obj) => {
+    if (socket && socket.readyState === 1) socket.send(JSON.stringify(obj));
+    else outbox.push(obj);
+  };
 
   // --- controls -------------------------------------------------------------------------------
   root.addEventListener("click", (event) => {

@@ -108,3 +108,40 @@ def test_a_block_tells_which_tokens_it_holds(demo_page, asgi_site):
     block = page.locator("[data-lane=small] .block.used").first
     expect(block).to_have_attribute("title", re.compile("“.+”", re.S), timeout=30_000)
     page.locator("[data-action=pause]").click()
+
+
+def test_class_mode_learners_requests_interleave_in_the_instructors_run(browser, asgi_site):
+    from django.contrib.auth import get_user_model
+
+    get_user_model().objects.create_user("teacher", password="a-long-passphrase-1", is_staff=True)
+    teacher = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+    teacher.set_default_timeout(60_000)
+    teacher.goto(f"{asgi_site}/accounts/login/")
+    teacher.locator("input[name=username]").fill("teacher")
+    teacher.locator("input[name=password]").fill("a-long-passphrase-1")
+    teacher.locator("form.auth-form button[type=submit]").click()
+    teacher.goto(f"{asgi_site}/demo/")
+    teacher.get_by_role("button", name="수업용 공유 실행 열기").click()
+    code = teacher.locator("[data-join-code]").inner_text()
+    expect(teacher.locator("#demo")).to_have_attribute("data-state", "running")
+
+    learners = []
+    for i in range(2):
+        page = browser.new_context(viewport={"width": 1200, "height": 900}).new_page()
+        page.set_default_timeout(60_000)
+        page.goto(f"{asgi_site}/demo/")
+        page.locator("input[name=code]").fill(code)
+        page.get_by_role("button", name="참여").click()
+        expect(page.locator("[data-join-code]")).to_have_text(code)
+        expect(page.locator("[data-action=pause]")).to_have_count(0)  # only the instructor drives
+        page.locator("#demo-prompt").fill(f"학생 {i}의 문의: 배송은 언제 오나요?")
+        page.get_by_role("button", name="보내기").click()
+        learners.append(page)
+
+    outputs = teacher.locator("[data-lane=mine] .outputs li")
+    expect(outputs).to_have_count(2)
+    expect(teacher.locator("[data-lane=mine] .outputs li .owner")).to_have_text([re.compile("guest"), re.compile("guest")])
+    expect(learners[0].locator("[data-lane=mine] .outputs li")).to_have_count(2)  # everyone sees one pool
+    expect(teacher.locator("[data-lane=mine] .outputs li[data-status=finished]")).to_have_count(2, timeout=90_000)
+    for page in [teacher, *learners]:
+        page.context.close()
