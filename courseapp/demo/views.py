@@ -94,3 +94,16 @@ def class_join(request):
         return render(request, "demo/index.html", {"presets": presets.PRESETS, "knobs": presets.KNOBS,
                                                    "error": _("No open class run has the code “%(code)s”.") % {"code": code[:12]}}, status=404)
     return redirect("demo:run", run_id=run.pk)
+
+
+@require_GET
+def run_summary(request, run_id):
+    """The slow-changing facts about a run (status, host, times), polled by htmx; 286 stops the
+    polling once the run has ended."""
+    run = selectors.run_get(run_id)
+    if run is None:
+        raise Http404
+    response = render(request, "demo/partials/run_summary.html", {"run": run})
+    if not run.is_active:
+        response.status_code = 286
+    return response

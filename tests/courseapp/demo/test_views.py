@@ -1,0 +1,51 @@
+"""Demo pages over HTTP: presets from their URL, bad input, the busy cap, the htmx summary."""
+import pytest
+from django.urls import reverse
+
+from courseapp.demo import services
+from courseapp.demo.models import DemoRun
+
+
+@pytest.mark.django_db
+def test_unknown_preset_is_a_400_listing_the_scenes(client):
+    response = client.get(reverse("demo:index"), {"preset": "nope"})
+    assert response.status_code == 400
+    assert "prefix-caching" in response.content.decode()
+
+
+@pytest.mark.django_db
+def test_bad_knobs_are_refused_with_the_limit(client):
+    response = client.post(reverse("demo:run-create"), {"num_blocks": "4", "max_num_seqs": "8"})
+    assert response.status_code == 400
+    assert "num_blocks must be between 16 and 512" in response.content.decode()
+    assert not DemoRun.objects.exists()
+
+
+@pytest.mark.django_db
+def test_too_many_runs_gives_a_busy_page(client, settings, monkeypatch):
+    settings.DEMO_MAX_ACTIVE_RUNS = 1
+    monkeypatch.setattr(services, "_launch", lambda run: None)  # no engine needed to fill the seats
+    DemoRun.objects.create(spec={}, status="running")
+    response = client.get(reverse("demo:index"), {"preset": "preemption"})
+    assert response.status_code == 503
+
+
+@pytest.mark.django_db
+def test_one_active_run_per_learner(client, monkeypatch):
+    sent = []
+    monkeypatch.setattr(services, "_launch", lambda run: None)
+    monkeypatch.setattr(services, "run_command", lambda *, run, cmd: sent.append((run.pk, cmd)))
+    client.get(reverse("demo:index"), {"preset": "preemption"})
+    first = DemoRun.objects.get()
+    client.get(reverse("demo:index"), {"preset": "concurrency"})
+    assert (first.pk, {"type": "stop"}) in sent
+
+
+@pytest.mark.django_db
+def test_summary_polls_while_active_and_stops_after(client):
+    run = DemoRun.objects.create(spec={}, status="running", host="embedded")
+    live = client.get(reverse("demo:run-summary", args=[run.pk]))
+    assert live.status_code == 200 and 'hx-trigger="every 2s"' in live.content.decode()
+    DemoRun.objects.filter(pk=run.pk).update(status="failed", error="the engine worker stopped responding")
+    done = client.get(reverse("demo:run-summary", args=[run.pk]))
+    assert done.status_code == 286 and "stopped responding" in done.content.decode()
