@@ -25,20 +25,28 @@ class PrefillSpan:
 
 
 @dataclass(slots=True)
+class DecodeGroup:
+    """Single-token (decode) queries of similar context length, attended in one SDPA call."""
+
+    q_idx: torch.Tensor  # [Rd] their indices in the flattened step
+    slots: torch.Tensor  # [Rd, max_len] context slots, padded
+    lens: torch.Tensor  # [Rd] context length (incl. the new token)
+
+
+@dataclass(slots=True)
 class StepMetadata:
     kv: object  # KVCache
     slot_mapping: torch.Tensor  # [T] where each new token's K/V goes
-    decode_q: torch.Tensor | None = None  # [Rd] indices of single-token (decode) queries in the step
-    decode_slots: torch.Tensor | None = None  # [Rd, max_len] padded context slots
-    decode_lens: torch.Tensor | None = None  # [Rd] context length (incl. the new token)
+    decodes: list[DecodeGroup] = field(default_factory=list)
     prefills: list[PrefillSpan] = field(default_factory=list)
-    _masks: dict = field(default_factory=dict)  # per sliding window, built once per step
+    _masks: dict = field(default_factory=dict)  # built once per step, reused by every layer
 
-    def decode_mask(self, window: int | None) -> torch.Tensor:
-        key = ("decode", window)
+    def decode_mask(self, g: int, window: int | None) -> torch.Tensor:
+        key = ("decode", g, window)
         if key not in self._masks:
-            pos = torch.arange(self.decode_slots.shape[1], device=self.decode_slots.device)
-            q_pos = (self.decode_lens - 1)[:, None]
+            group = self.decodes[g]
+            pos = torch.arange(group.slots.shape[1], device=group.slots.device)
+            q_pos = (group.lens - 1)[:, None]
             mask = pos[None, :] <= q_pos
             if window:
                 mask &= pos[None, :] > q_pos - window
@@ -81,12 +89,12 @@ def paged_attention_forward(module, query, key, value, attention_mask, scaling=N
     groups = q.shape[0] // k_pool.shape[1]
     window = kwargs.get("sliding_window") or None
     out = torch.empty_like(q)
-    if meta.decode_q is not None:
-        qd = q[:, meta.decode_q].transpose(0, 1)[:, :, None]  # [Rd, H, 1, D]
-        kd = k_pool[meta.decode_slots].permute(0, 2, 1, 3)  # [Rd, Hkv, max_len, D]
-        vd = v_pool[meta.decode_slots].permute(0, 2, 1, 3)
-        o = _sdpa(qd, kd, vd, meta.decode_mask(window), scaling, groups)  # [Rd, H, 1, D]
-        out[:, meta.decode_q] = o[:, :, 0].transpose(0, 1).to(out.dtype)
+    for g, group in enumerate(meta.decodes):
+        qd = q[:, group.q_idx].transpose(0, 1)[:, :, None]  # [Rd, H, 1, D]
+        kd = k_pool[group.slots].permute(0, 2, 1, 3)  # [Rd, Hkv, max_len, D]
+        vd = v_pool[group.slots].permute(0, 2, 1, 3)
+        o = _sdpa(qd, kd, vd, meta.decode_mask(g, window), scaling, groups)  # [Rd, H, 1, D]
+        out[:, group.q_idx] = o[:, :, 0].transpose(0, 1).to(out.dtype)
     for i, span in enumerate(meta.prefills):
         qp = q[None, :, span.q_start : span.q_end]  # [1, H, n, D]
         kp = k_pool[span.kv_slots].transpose(0, 1)[None]  # [1, Hkv, L, D]

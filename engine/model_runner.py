@@ -11,7 +11,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from engine import attention  # noqa: F401  (registers the attention implementation)
-from engine.attention import ATTN_IMPLEMENTATION, PrefillSpan, StepMetadata
+from engine.attention import ATTN_IMPLEMENTATION, DecodeGroup, PrefillSpan, StepMetadata
 from engine.kv_cache import KVCache, KVShape
 from engine.request import Request
 
@@ -73,6 +73,19 @@ def wrap_model(model, tokenizer=None) -> LoadedModel:
     )
 
 
+def _buckets(lengths: list[int], max_groups: int = 4) -> list[list[int]]:
+    """Split decode rows into groups whose context lengths are within 2× of each other, so
+    padding to the longest wastes little; few groups, since each costs one call per layer."""
+    order = sorted(range(len(lengths)), key=lengths.__getitem__)
+    groups: list[list[int]] = []
+    for row in order:
+        if groups and (lengths[row] <= 2 * lengths[groups[-1][0]] or len(groups) == max_groups):
+            groups[-1].append(row)
+        else:
+            groups.append([row])
+    return groups
+
+
 class ModelRunner:
     def __init__(self, loaded: LoadedModel, kv: KVCache):
         self.loaded = loaded
@@ -84,6 +97,17 @@ class ModelRunner:
         blocks = torch.tensor(req.block_ids, dtype=torch.long, device=self.device)
         slots = blocks[:, None] * self.block_size + torch.arange(self.block_size, device=self.device)
         return slots.reshape(-1)[:length]
+
+    def _decode_group(self, decode_q, decode_slots, decode_lens, rows) -> DecodeGroup:
+        width = max(decode_lens[r] for r in rows)
+        padded = torch.zeros((len(rows), width), dtype=torch.long, device=self.device)
+        for i, r in enumerate(rows):
+            padded[i, : decode_slots[r].numel()] = decode_slots[r]
+        return DecodeGroup(
+            q_idx=torch.tensor([decode_q[r] for r in rows], device=self.device),
+            slots=padded,
+            lens=torch.tensor([decode_lens[r] for r in rows], device=self.device),
+        )
 
     @torch.inference_mode()
     def execute(self, batch: list[tuple[Request, int]]) -> tuple[list[Request], torch.Tensor]:
@@ -113,14 +137,7 @@ class ModelRunner:
             t += n
 
         meta = StepMetadata(kv=self.kv, slot_mapping=torch.cat(slot_lists), prefills=prefills)
-        if decode_q:
-            width = max(decode_lens)
-            padded = torch.zeros((len(decode_q), width), dtype=torch.long, device=self.device)
-            for row, slots in enumerate(decode_slots):
-                padded[row, : slots.numel()] = slots
-            meta.decode_q = torch.tensor(decode_q, device=self.device)
-            meta.decode_slots = padded
-            meta.decode_lens = torch.tensor(decode_lens, device=self.device)
+        meta.decodes = [self._decode_group(decode_q, decode_slots, decode_lens, rows) for rows in _buckets(decode_lens)]
 
         out = self.loaded.model(
             input_ids=torch.tensor([ids], device=self.device),
