@@ -66,6 +66,11 @@ class StepMetadata:
         return self._masks[key]
 
 
+def _gather(pool: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
+    """pool [S, Hkv, D] at slots [R, L] → [R, L, Hkv, D]."""
+    return pool.index_select(0, slots.reshape(-1)).view(*slots.shape, *pool.shape[1:])
+
+
 def _sdpa(q, k, v, mask, scaling, groups):
     """Grouped-query attention without copying K/V: the `groups` query heads that share a KV
     head are folded into the query-length axis (q [B, H, n, D] → [B, Hkv, groups·n, D])."""
@@ -82,8 +87,9 @@ def paged_attention_forward(module, query, key, value, attention_mask, scaling=N
     meta: StepMetadata = kwargs["paged_step"]
     layer = module.layer_idx
     k_pool, v_pool = meta.kv.k[layer], meta.kv.v[layer]
-    k_pool[meta.slot_mapping] = key[0].transpose(0, 1).to(k_pool.dtype)
-    v_pool[meta.slot_mapping] = value[0].transpose(0, 1).to(v_pool.dtype)
+    # index_copy_/index_select rather than tensor[idx]: several times faster for these gathers.
+    k_pool.index_copy_(0, meta.slot_mapping, key[0].transpose(0, 1).to(k_pool.dtype))
+    v_pool.index_copy_(0, meta.slot_mapping, value[0].transpose(0, 1).to(v_pool.dtype))
 
     q = query[0]  # [H, T, D]
     groups = q.shape[0] // k_pool.shape[1]
@@ -91,14 +97,14 @@ def paged_attention_forward(module, query, key, value, attention_mask, scaling=N
     out = torch.empty_like(q)
     for g, group in enumerate(meta.decodes):
         qd = q[:, group.q_idx].transpose(0, 1)[:, :, None]  # [Rd, H, 1, D]
-        kd = k_pool[group.slots].permute(0, 2, 1, 3)  # [Rd, Hkv, max_len, D]
-        vd = v_pool[group.slots].permute(0, 2, 1, 3)
+        kd = _gather(k_pool, group.slots).permute(0, 2, 1, 3)  # [Rd, Hkv, max_len, D]
+        vd = _gather(v_pool, group.slots).permute(0, 2, 1, 3)
         o = _sdpa(qd, kd, vd, meta.decode_mask(g, window), scaling, groups)  # [Rd, H, 1, D]
         out[:, group.q_idx] = o[:, :, 0].transpose(0, 1).to(out.dtype)
     for i, span in enumerate(meta.prefills):
         qp = q[None, :, span.q_start : span.q_end]  # [1, H, n, D]
-        kp = k_pool[span.kv_slots].transpose(0, 1)[None]  # [1, Hkv, L, D]
-        vp = v_pool[span.kv_slots].transpose(0, 1)[None]
+        kp = k_pool.index_select(0, span.kv_slots).transpose(0, 1)[None]  # [1, Hkv, L, D]
+        vp = v_pool.index_select(0, span.kv_slots).transpose(0, 1)[None]
         o = _sdpa(qp, kp, vp, meta.prefill_mask(i, window, groups), scaling, groups)
         out[:, span.q_start : span.q_end] = o[0].to(out.dtype)
     return out.transpose(0, 1)[None].contiguous(), None
