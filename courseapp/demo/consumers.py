@@ -40,7 +40,7 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
     # --- out ---------------------------------------------------------------------------------
     async def run_frame(self, event):
         self.last_seen = time.monotonic()
-        await self.send_json(event["frame"])
+        await self.send(text_data=event["text"])
 
     async def _error(self, message: str, **extra):
         await self.send_json({"type": "error", "message": message, **extra})

@@ -6,6 +6,7 @@ the engine thread would never be delivered there). In a Celery worker, channels-
 reached with async_to_sync.
 """
 import asyncio
+import json
 import logging
 
 from asgiref.sync import async_to_sync
@@ -32,7 +33,9 @@ def command_channel(run_id: str) -> str:
 def publish(run_id: str, frame: dict) -> None:
     """Send a frame to everyone watching the run. Never raises into the engine loop."""
     layer = get_channel_layer()
-    message = {"type": "run.frame", "frame": frame}
+    # Serialised once here: the in-memory layer deep-copies every message for every watcher,
+    # and the consumer then sends the text as it is (20 watchers must not mean 20 encodings).
+    message = {"type": "run.frame", "text": json.dumps(frame, ensure_ascii=False, separators=(",", ":"))}
     try:
         if _server_loop is not None and _server_loop.is_running():
             asyncio.run_coroutine_threadsafe(layer.group_send(group_name(run_id), message), _server_loop)
