@@ -10,6 +10,15 @@ def django_db_setup(django_db_setup, django_db_blocker):
 
     with django_db_blocker.unblock():
         content_load(root=settings.CONTENT_DIR)
+    yield
+    from django.db import connection
+
+    if connection.vendor == "postgresql":  # server processes and engine threads may linger a moment
+        with django_db_blocker.unblock(), connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
 
 
 @pytest.fixture

@@ -219,6 +219,9 @@ class EmbeddedHost:
             finally:
                 with self._lock:
                     self.sessions.pop(run_id, None)
+                from django.db import connections
+
+                connections.close_all()  # this thread's connections; they would outlive it otherwise
 
         threading.Thread(target=target, name=f"demo-run-{run_id[:8]}", daemon=True).start()
 

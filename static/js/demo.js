@@ -95,8 +95,8 @@
       cells += `<div class="block ${owners.length ? "used" : "cached"} ${color}${ref > 1 ? " shared" : ""}" tabindex="-1" data-block-id="${id}" data-owner="${esc(names.join(" "))}" data-refcount="${ref}" data-cached="${cached}" title="${esc(tip)}" aria-label="${esc(tip)}">` +
         `<span class="fill" style="height:${fill}%"></span><span class="b-label">${esc(names.join("") || "♻")}</span>${ref > 1 ? `<span class="badge-ref">${ref}</span>` : ""}</div>`;
     }
-    const table = `<table class="pool-table" ${tableView ? "" : "hidden"}><caption>${T.pool}</caption><thead><tr><th scope="col">${T.block}</th><th scope="col">${T.owner}</th><th scope="col">${T.ref}</th><th scope="col">${T.filled}</th></tr></thead><tbody>` +
-      lane.blocks.map(([id, ref, filled, cached, owners]) => `<tr data-block-id="${id}"><td>${id}</td><td>${esc(owners.map((o) => who[o]?.label ?? o).join(", ") || T.cached)}</td><td>${ref}</td><td>${filled}/${lane.block_size}</td></tr>`).join("") + "</tbody></table>";
+    const table = `<table class="pool-table" ${tableView ? "" : "hidden"}><caption>${T.pool}</caption><thead><tr><th scope="col">${T.block}</th><th scope="col">${T.owner}</th><th scope="col">${T.ref}</th><th scope="col">${T.filled}</th><th scope="col">${T.tokens}</th></tr></thead><tbody>` +
+      lane.blocks.map(([id, ref, filled, cached, owners]) => `<tr data-block-id="${id}"><td>${id}</td><td>${esc(owners.map((o) => who[o]?.label ?? o).join(", ") || T.cached)}${where[id] ? ` (${esc(where[id].join(" "))})` : ""}</td><td>${ref}</td><td>${filled}/${lane.block_size}</td><td class="tokens">${esc(text[id] ?? "")}</td></tr>`).join("") + "</tbody></table>";
     return `<h3>${T.pool} <small>(${lane.num_blocks} × ${lane.block_size} ${T.tokens})</small></h3>
       <div class="pool" style="--cols:${Math.min(32, Math.ceil(Math.sqrt(lane.num_blocks * 2)))}" ${tableView ? "hidden" : ""} role="img" aria-label="${esc(T.pool)}: ${lane.blocks.length}/${lane.num_blocks}">${cells}</div>${table}`;
   }

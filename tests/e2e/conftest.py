@@ -61,6 +61,17 @@ def wait_for_port(port: int, timeout: float = 30.0) -> None:
     raise TimeoutError(f"nothing listens on port {port}")
 
 
+def server_database_url() -> str:
+    """The test database (SQLite file or PostgreSQL) as a URL for server processes we start."""
+    from django.db import connection
+
+    db = connection.settings_dict
+    if connection.vendor == "postgresql":
+        auth = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")
+        return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+    return f"sqlite:///{db['NAME']}"
+
+
 def start_daphne(extra_env: dict):
     """The real ASGI server (Daphne) in its own process, on the test database."""
     import subprocess
@@ -71,9 +82,9 @@ def start_daphne(extra_env: dict):
 
     port = free_port()
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "courseapp.settings.test", "PYTHONUNBUFFERED": "1", **extra_env}
-    env.setdefault("DATABASE_URL", f"sqlite:///{connection.settings_dict['NAME']}")
+    env["DATABASE_URL"] = server_database_url()
     daphne = Path(sys.executable).with_name("daphne")
-    log = open(Path(connection.settings_dict["NAME"]).with_suffix(".daphne.log"), "a")
+    log = open(Path(__file__).resolve().parents[2] / ".test-daphne.log", "a")
     proc = subprocess.Popen([str(daphne), "-b", "127.0.0.1", "-p", str(port), "courseapp.asgi:application"],
                             env=env, stdout=log, stderr=subprocess.STDOUT)
     wait_for_port(port)

@@ -107,6 +107,8 @@ def test_a_block_tells_which_tokens_it_holds(demo_page, asgi_site):
     page.locator("[data-action=step]").click()
     block = page.locator("[data-lane=small] .block.used").first
     expect(block).to_have_attribute("title", re.compile("“.+”", re.S), timeout=30_000)
+    page.locator("[data-action=table]").click()  # the same, for keyboard and screen-reader users
+    expect(page.locator("[data-lane=small] .pool-table td.tokens").first).not_to_be_empty()
     page.locator("[data-action=pause]").click()
 
 

@@ -12,11 +12,10 @@ from pathlib import Path
 import pytest
 import redis
 import websockets
-from django.db import connection
 
 from courseapp.demo.models import DemoRun
 from tests.aio import run_in_fresh_loop
-from tests.e2e.conftest import start_daphne
+from tests.e2e.conftest import start_daphne, server_database_url
 
 pytestmark = pytest.mark.e2e
 REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/9")
@@ -27,10 +26,10 @@ def scaled(transactional_db):
     redis.Redis.from_url(REDIS_URL).flushdb()
     env = {
         **os.environ, "REDIS_URL": REDIS_URL, "DJANGO_SETTINGS_MODULE": "courseapp.settings.test",
-        "DATABASE_URL": f"sqlite:///{connection.settings_dict['NAME']}", "PYTHONUNBUFFERED": "1",
+        "DATABASE_URL": server_database_url(), "PYTHONUNBUFFERED": "1",
     }
     celery = Path(sys.executable).with_name("celery")
-    log = open(Path(connection.settings_dict["NAME"]).with_suffix(".worker.log"), "w")
+    log = open(Path(__file__).resolve().parents[2] / ".test-worker.log", "w")
     worker = subprocess.Popen(
         [str(celery), "-A", "courseapp", "worker", "-Q", "engine", "--pool", "threads", "-c", "2",
          "-n", "scaled-test@%h", "--without-gossip", "--without-mingle", "-l", "info"],
