@@ -5,6 +5,7 @@ import time
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.utils.translation import gettext as _
 
 from courseapp.demo import events, selectors, services
 
@@ -77,10 +78,10 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
                 return
             if run.status == "running":
                 if await database_sync_to_async(services.run_fail_if_stale)(run=run):
-                    run.status, run.error = "failed", "the engine worker stopped responding"
+                    run.status, run.error = "failed", _("the engine worker stopped responding")
             if run.status == "failed" and not self.failed_sent:
                 self.failed_sent = True
-                await self.send_json({"type": "error", "status": "failed", "message": run.error or "the run failed"})
+                await self.send_json({"type": "error", "status": "failed", "message": run.error or _("the run failed")})
 
     # --- in ----------------------------------------------------------------------------------
     async def receive(self, text_data=None, bytes_data=None, **kwargs):
@@ -88,10 +89,10 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         try:
             content = json.loads(text_data or "")
         except (TypeError, ValueError):
-            await self._error("malformed message: send a JSON object")
+            await self._error(_("malformed message: send a JSON object"))
             return
         if not isinstance(content, dict):
-            await self._error("malformed message: send a JSON object")
+            await self._error(_("malformed message: send a JSON object"))
             return
         await self.receive_json(content)
 
@@ -99,7 +100,7 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         kind = content.get("type")
         run = await database_sync_to_async(selectors.run_get)(self.run_id)
         if run is None or not run.is_active:
-            await self._error("this run has ended")
+            await self._error(_("this run has ended"))
             return
         learner_id = self.learner_id
         user = self.scope.get("user")
@@ -109,29 +110,29 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
             await self._submit(run, content, learner_id, user)
         elif kind in ("pause", "resume", "step", "speed", "stop"):
             if not selectors.can_control(run, learner_id=learner_id, user=user):
-                await self._error("only the person who started this run can control it")
+                await self._error(_("only the person who started this run can control it"))
                 return
             cmd = {"type": kind}
             if kind == "speed":
                 try:
                     cmd["value"] = float(content.get("value"))
                 except (TypeError, ValueError):
-                    await self._error("speed needs a number")
+                    await self._error(_("speed needs a number"))
                     return
             await database_sync_to_async(services.run_command)(run=run, cmd=cmd)
         else:
-            await self._error(f"unknown message type {str(kind)[:40]!r}")
+            await self._error(_("unknown message type %(kind)r") % {"kind": str(kind)[:40]})
 
     async def _submit(self, run, content, learner_id, user):
         prompt = content.get("prompt")
         if not isinstance(prompt, str) or not prompt.strip():
-            await self._error("type a prompt first")
+            await self._error(_("type a prompt first"))
             return
         if len(prompt) > MAX_PROMPT_CHARS:
-            await self._error(f"the prompt is too long: at most {MAX_PROMPT_CHARS} characters")
+            await self._error(_("the prompt is too long: at most %(n)d characters") % {"n": MAX_PROMPT_CHARS})
             return
         if not run.spec.get("open"):
-            await self._error("this run replays a fixed scene; start your own run to send prompts")
+            await self._error(_("this run replays a fixed scene; start your own run to send prompts"))
             return
         who = f"user:{user.pk}" if user is not None and user.is_authenticated else f"learner:{learner_id or self.channel_name}"
         try:
@@ -142,7 +143,7 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         owner = user.get_username() if user is not None and user.is_authenticated else (f"guest {learner_id}" if learner_id else "guest")
         max_tokens = content.get("max_tokens", 64)
         if not isinstance(max_tokens, int) or not 1 <= max_tokens <= 256:
-            await self._error("max_tokens must be an integer from 1 to 256")
+            await self._error(_("max_tokens must be an integer from 1 to 256"))
             return
         await database_sync_to_async(services.run_command)(
             run=run, cmd={"type": "submit", "prompt": prompt.strip(), "owner": owner, "max_tokens": max_tokens}

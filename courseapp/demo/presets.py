@@ -3,6 +3,8 @@ script of requests (which step they arrive at). Opened from /demo/?preset=NAME."
 from copy import deepcopy
 from datetime import timedelta
 
+from django.utils.translation import gettext as _
+
 INQUIRIES = [
     "지난주에 주문한 운동화가 아직 안 왔어요. 언제 받을 수 있나요?",
     "환불 신청했는데 카드 취소가 언제 되는지 궁금합니다.",
@@ -108,12 +110,12 @@ def custom_spec(knobs: dict, *, system_prompt: str) -> dict:
         if name in knobs and knobs[name] not in (None, ""):
             value = kind(knobs[name])
             if not lo <= value <= hi:
-                raise ValueError(f"{name} must be between {lo} and {hi}")
+                raise ValueError(_("%(name)s must be between %(lo)d and %(hi)d") % {"name": name, "lo": lo, "hi": hi})
             config[name] = value
     config["enable_prefix_caching"] = bool(knobs.get("enable_prefix_caching", True))
     config["scheduling"] = "static" if knobs.get("scheduling") == "static" else "continuous"
     config["preemption_mode"] = "swap" if knobs.get("preemption_mode") == "swap" else "recompute"
     if config["num_blocks"] < config["max_num_seqs"]:
-        raise ValueError(f"num_blocks ({config['num_blocks']}) must be at least max_num_seqs ({config['max_num_seqs']})")
+        raise ValueError(_("num_blocks (%(blocks)d) must be at least max_num_seqs (%(seqs)d)") % {"blocks": config["num_blocks"], "seqs": config["max_num_seqs"]})
     return {"preset": "", "title": "내 실험", "section": "s3-3", "summary": "", "lanes": [{"name": "mine", "label": "내 엔진", "config": config}],
             "system": system_prompt, "requests": [], "open": True}

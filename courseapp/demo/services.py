@@ -6,6 +6,7 @@ from django.conf import settings
 from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from courseapp.demo import events, presets
 from courseapp.demo.models import DemoRun
@@ -36,7 +37,7 @@ def run_start(*, owner, preset: str = "", knobs: dict | None = None, is_class: b
     """Create a run and start it. One active run per learner: their previous one is stopped."""
     if preset:
         if preset not in presets.PRESETS:
-            raise DemoRefused(f"unknown preset {preset!r}; choose one of {', '.join(presets.PRESETS)}")
+            raise DemoRefused(_("unknown preset %(name)r; choose one of %(names)s") % {"name": preset, "names": ", ".join(presets.PRESETS)})
         spec = presets.spec_for(preset, system_prompt=_system_prompt(), now=timezone.localtime())
     else:
         spec = presets.custom_spec(knobs or {}, system_prompt=_system_prompt())
@@ -95,7 +96,7 @@ def run_fail_if_stale(*, run: DemoRun) -> bool:
     if timezone.now() - run.heartbeat_at < STALE_AFTER:
         return False
     updated = DemoRun.objects.filter(pk=run.pk, status=DemoRun.Status.RUNNING).update(
-        status=DemoRun.Status.FAILED, error="the engine worker stopped responding", finished_at=timezone.now()
+        status=DemoRun.Status.FAILED, error=_("the engine worker stopped responding"), finished_at=timezone.now()
     )
     return bool(updated)
 
@@ -118,4 +119,4 @@ def rate_limit(*, key: str, limit: int, per_seconds: int) -> None:
     if cache.add(bucket, 1, per_seconds):
         return
     if cache.incr(bucket) > limit:
-        raise DemoRefused(f"too many requests: at most {limit} per {per_seconds} s")
+        raise DemoRefused(_("too many requests: at most %(limit)d per %(seconds)d s") % {"limit": limit, "seconds": per_seconds})

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from django.utils import translation
 import redis
 import websockets
 
@@ -89,6 +90,7 @@ def test_worker_hosts_the_run_streams_blocks_and_its_death_is_reported(scaled):
     began = time.monotonic()
     failed = run_in_fresh_loop(lambda: watch(url, run_id, lambda m: m.get("status") == "failed", timeout=30))
     assert time.monotonic() - began < 20
-    assert "stopped" in failed["message"]
+    with translation.override("ko"):
+        assert failed["message"] == translation.gettext("the engine worker stopped responding")
     run.refresh_from_db()
     assert run.status == "failed"

@@ -3,6 +3,7 @@ import json
 import time
 
 import pytest
+from django.utils import translation
 from channels.testing import WebsocketCommunicator
 
 from courseapp.asgi import application
@@ -84,10 +85,13 @@ def test_malformed_messages_get_an_error_frame_and_the_socket_stays_open():
         return replies
 
     replies = run_in_fresh_loop(scenario)
-    assert [r.split(":")[0] for r in replies[:2]] == ["malformed message", "malformed message"]
-    assert "unknown message type" in replies[2]
-    assert "type a prompt" in replies[3] and "too long" in replies[4]
-    assert "only the person who started" in replies[5]
+    with translation.override("ko"):  # the UI language of a socket without a language cookie
+        _ = translation.gettext
+        assert replies[:2] == [_("malformed message: send a JSON object")] * 2
+        assert replies[2] == _("unknown message type %(kind)r") % {"kind": "explode"}
+        assert replies[3] == _("type a prompt first")
+        assert replies[4] == _("the prompt is too long: at most %(n)d characters") % {"n": 500}
+        assert replies[5] == _("only the person who started this run can control it")
     services.run_command(run=DemoRun.objects.get(pk=run.pk), cmd={"type": "stop"})
 
 

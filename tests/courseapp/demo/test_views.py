@@ -1,6 +1,7 @@
 """Demo pages over HTTP: presets from their URL, bad input, the busy cap, the htmx summary."""
 import pytest
 from django.urls import reverse
+from django.utils import translation
 
 from courseapp.demo import services
 from courseapp.demo.models import DemoRun
@@ -17,7 +18,9 @@ def test_unknown_preset_is_a_400_listing_the_scenes(client):
 def test_bad_knobs_are_refused_with_the_limit(client):
     response = client.post(reverse("demo:run-create"), {"num_blocks": "4", "max_num_seqs": "8"})
     assert response.status_code == 400
-    assert "num_blocks must be between 16 and 512" in response.content.decode()
+    with translation.override("ko"):
+        expected = translation.gettext("%(name)s must be between %(lo)d and %(hi)d") % {"name": "num_blocks", "lo": 16, "hi": 512}
+    assert expected in response.content.decode()
     assert not DemoRun.objects.exists()
 
 
