@@ -61,6 +61,20 @@ def wait_for_port(port: int, timeout: float = 30.0) -> None:
     raise TimeoutError(f"nothing listens on port {port}")
 
 
+def stop_process(proc, grace: float = 5.0) -> None:
+    """SIGTERM, then SIGKILL if it is still shutting down (Daphne waits for open sockets)."""
+    import subprocess
+
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)
+
+
 def server_database_url() -> str:
     """The test database (SQLite file or PostgreSQL) as a URL for server processes we start."""
     from django.db import connection
@@ -85,7 +99,8 @@ def start_daphne(extra_env: dict):
     env["DATABASE_URL"] = server_database_url()
     daphne = Path(sys.executable).with_name("daphne")
     log = open(Path(__file__).resolve().parents[2] / ".test-daphne.log", "a")
-    proc = subprocess.Popen([str(daphne), "-b", "127.0.0.1", "-p", str(port), "courseapp.asgi:application"],
+    proc = subprocess.Popen([str(daphne), "-b", "127.0.0.1", "-p", str(port), "--application-close-timeout", "2",
+                             "courseapp.asgi:application"],
                             env=env, stdout=log, stderr=subprocess.STDOUT)
     wait_for_port(port)
     return proc, f"http://127.0.0.1:{port}", log
@@ -96,8 +111,7 @@ def asgi_site(transactional_db):
     """Daphne serving the whole app (HTTP + websockets, embedded engine) on the test DB."""
     proc, url, log = start_daphne({})
     yield url
-    proc.terminate()
-    proc.wait(10)
+    stop_process(proc)
     log.close()
 
 

@@ -16,7 +16,7 @@ import websockets
 
 from courseapp.demo.models import DemoRun
 from tests.aio import run_in_fresh_loop
-from tests.e2e.conftest import start_daphne, server_database_url
+from tests.e2e.conftest import server_database_url, start_daphne, stop_process
 
 pytestmark = pytest.mark.e2e
 REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/9")
@@ -39,10 +39,10 @@ def scaled(transactional_db):
     web, url, web_log = start_daphne({"REDIS_URL": REDIS_URL})
     yield url, worker
     web_log.close()
-    for proc in (web, worker):
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL) if proc is worker else proc.terminate()
-            proc.wait(10)
+    stop_process(web)
+    if worker.poll() is None:
+        os.killpg(worker.pid, signal.SIGKILL)
+        worker.wait(10)
     log.close()
 
 
