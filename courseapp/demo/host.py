@@ -67,6 +67,7 @@ class RunSession:
             state = LaneState(lane_spec["name"], lane_spec.get("label", lane_spec["name"]), lane_spec["config"])
             self.lanes.append(Lane(state, engine, {}))
         self.builder = FrameBuilder(self.run_id, [lane.state for lane in self.lanes])
+        self.builder.paused = bool(self.spec.get("start_paused"))  # a teacher may step from the start
 
     def _prompt_ids(self, engine, item: dict) -> list[int]:
         if "user" in item:

@@ -33,7 +33,7 @@ def _host_mode() -> str:
     return getattr(settings, "DEMO_HOST", "embedded")
 
 
-def run_start(*, owner, preset: str = "", knobs: dict | None = None, is_class: bool = False) -> DemoRun:
+def run_start(*, owner, preset: str = "", knobs: dict | None = None, is_class: bool = False, paused: bool = False) -> DemoRun:
     """Create a run and start it. One active run per learner: their previous one is stopped."""
     if preset:
         if preset not in presets.PRESETS:
@@ -42,6 +42,7 @@ def run_start(*, owner, preset: str = "", knobs: dict | None = None, is_class: b
     else:
         spec = presets.custom_spec(knobs or {}, system_prompt=_system_prompt())
     spec["step_delay"] = settings.DEMO_STEP_DELAY
+    spec["start_paused"] = paused
     with transaction.atomic():
         if owner is not None:
             for old in DemoRun.objects.select_for_update().filter(owner=owner, status__in=["queued", "running"], is_class=False):

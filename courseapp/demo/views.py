@@ -26,14 +26,16 @@ def _busy(request):
 
 @require_GET
 def demo_index(request):
-    """`/demo/?preset=NAME` opens and starts that scene; without it, the demo's front page."""
+    """`/demo/?preset=NAME` opens and starts that scene (`&paused=1`: ready, waiting for a step);
+    without it, the demo's front page."""
     name = request.GET.get("preset")
     if name:
         if name not in presets.PRESETS:
             return render(request, "demo/index.html", {"presets": presets.PRESETS, "knobs": presets.KNOBS,
                                                        "error": _("Unknown preset “%(name)s”.") % {"name": name[:40]}}, status=400)
         try:
-            run = services.run_start(owner=learner_get(request, create=True), preset=name)
+            run = services.run_start(owner=learner_get(request, create=True), preset=name,
+                                     paused=request.GET.get("paused") == "1")
         except services.DemoBusy:
             return _busy(request)
         return _run_page(request, run)

@@ -41,8 +41,18 @@ def test_concurrency_eight_requests_share_the_steps(demo_page, asgi_site):
 
 def test_prefix_caching_shares_blocks_for_the_repeat_and_not_for_timestamped_prompts(demo_page, asgi_site):
     page = demo_page
-    page.goto(f"{asgi_site}/demo/?preset=prefix-caching")
-    expect(page.locator("[data-lane=cache] .block[data-refcount='2']").first).to_be_attached(timeout=60_000)
+    page.goto(f"{asgi_site}/demo/?preset=prefix-caching&paused=1")  # step through it: no race with the engine
+    expect(page.locator("#demo")).to_have_attribute("data-state", "paused", timeout=60_000)
+    shared = page.locator("[data-lane=cache] .block[data-refcount='2']")
+    steps = page.locator("[data-lane=cache] [data-metric=steps]")
+    for _ in range(40):
+        before = steps.get_attribute("data-value") if steps.count() else None
+        page.locator("[data-action=step]").click()
+        expect(steps).not_to_have_attribute("data-value", before or "-1")
+        if shared.count():
+            break
+    expect(shared.first).to_be_attached()
+    page.locator("[data-action=pause]").click()  # resume
     expect(page.locator("#demo")).to_have_attribute("data-state", "finished", timeout=120_000)
     outputs = page.locator("[data-lane=cache] .outputs li")
     cached = {li.get_attribute("data-request"): int(li.get_attribute("data-cached-tokens")) for li in outputs.all()}
@@ -101,15 +111,14 @@ def test_a_finished_run_replays_from_its_trace_and_has_a_table_view(demo_page, a
 
 def test_a_block_tells_which_tokens_it_holds(demo_page, asgi_site):
     page = demo_page
-    page.goto(f"{asgi_site}/demo/?preset=preemption")
-    page.locator("[data-action=pause]").click()
+    page.goto(f"{asgi_site}/demo/?preset=preemption&paused=1")
     expect(page.locator("#demo")).to_have_attribute("data-state", "paused", timeout=30_000)
     page.locator("[data-action=step]").click()
     block = page.locator("[data-lane=small] .block.used").first
     expect(block).to_have_attribute("title", re.compile("“.+”", re.S), timeout=30_000)
     page.locator("[data-action=table]").click()  # the same, for keyboard and screen-reader users
     expect(page.locator("[data-lane=small] .pool-table td.tokens").first).not_to_be_empty()
-    page.locator("[data-action=pause]").click()
+    page.locator("[data-action=pause]").click()  # resume
 
 
 def test_class_mode_learners_requests_interleave_in_the_instructors_run(browser, asgi_site):

@@ -52,3 +52,10 @@ def test_summary_polls_while_active_and_stops_after(client):
     DemoRun.objects.filter(pk=run.pk).update(status="failed", error="the engine worker stopped responding")
     done = client.get(reverse("demo:run-summary", args=[run.pk]))
     assert done.status_code == 286 and "stopped responding" in done.content.decode()
+
+
+@pytest.mark.django_db
+def test_a_preset_can_open_paused(client, monkeypatch):
+    monkeypatch.setattr(services, "_launch", lambda run: None)
+    client.get(reverse("demo:index"), {"preset": "preemption", "paused": "1"})
+    assert DemoRun.objects.get().spec["start_paused"] is True
