@@ -120,13 +120,6 @@ class BlockPool:
             block.block_hash = block_hash
             self.cached[block_hash] = block_id
 
-    def reset_prefix_cache(self) -> None:
-        for block_hash, block_id in list(self.cached.items()):
-            self.blocks[block_id].block_hash = None
-            if self.blocks[block_id].ref_cnt == 0:
-                self.blocks[block_id].num_tokens = 0
-        self.cached.clear()
-
     # --- checks -------------------------------------------------------------------------------
     def check(self, tables: dict[str, list[int]]) -> None:
         """Invariants the tests assert after every step: counts add up, owners match tables."""

@@ -141,7 +141,6 @@ class LLMEngine:
                 continue
             req.output_token_ids.append(token)
             req.token_times.append(now)
-            req.last_token_time = now
             if req.first_token_time is None:
                 req.first_token_time = now
             status = self._check_stop(req, token)

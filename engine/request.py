@@ -40,7 +40,6 @@ class Request:
     num_preemptions: int = 0
     admitted_seq: int = -1  # admission order; the latest admitted is the preemption victim
     first_token_time: float | None = None
-    last_token_time: float | None = None
     finish_time: float | None = None
     token_times: list[float] = field(default_factory=list)
     text: str = ""

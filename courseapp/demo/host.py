@@ -38,7 +38,6 @@ def shared_model():
 class Lane:
     state: LaneState
     engine: object
-    ids: dict  # spec request key → engine request id
 
 
 class RunSession:
@@ -65,7 +64,7 @@ class RunSession:
             config = eng.EngineConfig(**lane_spec["config"])
             engine = eng.LLMEngine(config, loaded=loaded)
             state = LaneState(lane_spec["name"], lane_spec.get("label", lane_spec["name"]), lane_spec["config"])
-            self.lanes.append(Lane(state, engine, {}))
+            self.lanes.append(Lane(state, engine))
         self.builder = FrameBuilder(self.run_id, [lane.state for lane in self.lanes])
         self.builder.paused = bool(self.spec.get("start_paused"))  # a teacher may step from the start
 
@@ -79,16 +78,14 @@ class RunSession:
 
     def _add(self, item: dict, key: str, owner: str = "", lane_name: str | None = None) -> None:
         eng = _engine()
-        for lane in self.lanes:
-            if lane_name is not None and lane.state.name != lane_name:
-                continue
-            ids = self._prompt_ids(lane.engine, item)
-            params = eng.SamplingParams(temperature=item.get("temperature", 0.0), max_tokens=item.get("max_tokens", 64),
-                                        ignore_eos=item.get("ignore_eos", False), seed=item.get("seed"))
+        lanes = [lane for lane in self.lanes if lane_name is None or lane.state.name == lane_name]
+        ids = self._prompt_ids(lanes[0].engine, item)  # every lane shares the one tokenizer
+        params = eng.SamplingParams(temperature=item.get("temperature", 0.0), max_tokens=item.get("max_tokens", 64),
+                                    ignore_eos=item.get("ignore_eos", False), seed=item.get("seed"))
+        preview = (item.get("user") or item.get("prompt", ""))[:120]
+        for lane in lanes:
             rid = lane.engine.add_request(ids, params, request_id=key)
-            lane.ids[key] = rid
-            preview = item.get("user") or item.get("prompt", "")
-            lane.state.add_request(rid, owner=owner, prompt_preview=preview[:120], prompt_tokens=len(ids))
+            lane.state.add_request(rid, owner=owner, prompt_preview=preview, prompt_tokens=len(ids))
         self.builder.touch()
 
     # --- commands ------------------------------------------------------------------------------

@@ -51,6 +51,12 @@ def sections_read(*, learner: Learner | None, lesson) -> set[int]:
     return set(learner.reads.filter(section__lesson=lesson).values_list("section_id", flat=True))
 
 
+def sections_with_read(*, learner: Learner | None, lesson) -> list[tuple]:
+    """(section, read?) in lesson order: the table of contents with its check marks."""
+    read = sections_read(learner=learner, lesson=lesson)
+    return [(s, s.pk in read) for s in lesson.sections.all()]
+
+
 def resume_section(*, learner: Learner | None, lesson):
     """Where to continue: the last section opened, else the first unread one, else the first."""
     sections = list(lesson.sections.all())

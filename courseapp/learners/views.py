@@ -4,7 +4,7 @@ from django.contrib.auth.views import LoginView
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
-from courseapp.learners.selectors import mastery_by_objective, resume_section, sections_read
+from courseapp.learners.selectors import mastery_by_objective, resume_section, sections_with_read
 from courseapp.learners.services import SESSION_KEY, learner_get, learner_merge_guest
 from courseapp.lessons.models import Lesson
 from courseapp.quizzes.models import Attempt
@@ -40,12 +40,11 @@ def progress(request):
     learner = learner_get(request)
     lessons = []
     for lesson in Lesson.objects.filter(available=True):
-        read = sections_read(learner=learner, lesson=lesson)
         lessons.append(
             {
                 "lesson": lesson,
                 "mastery": mastery_by_objective(learner=learner, lesson=lesson),
-                "sections": [(s, s.pk in read) for s in lesson.sections.all()],
+                "sections": sections_with_read(learner=learner, lesson=lesson),
                 "resume": resume_section(learner=learner, lesson=lesson),
             }
         )

@@ -1,7 +1,7 @@
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_POST
 
-from courseapp.learners.selectors import mastery_by_objective, resume_section, sections_read
+from courseapp.learners.selectors import mastery_by_objective, resume_section, sections_with_read
 from courseapp.learners.services import learner_get, section_mark_read, section_visit
 from courseapp.lessons.models import Course, Lesson
 from courseapp.lessons.rendering import SELFCHECK_SLOT, render_section
@@ -25,7 +25,7 @@ def lesson_detail(request, number):
     lesson = lesson_get(number=number)
     learner = learner_get(request)
     prev_lesson, next_lesson = lesson_neighbours(lesson=lesson)
-    read = sections_read(learner=learner, lesson=lesson)
+    sections = sections_with_read(learner=learner, lesson=lesson)
     return render(
         request,
         "lessons/lesson_detail.html",
@@ -33,10 +33,10 @@ def lesson_detail(request, number):
             "lesson": lesson,
             "prev_lesson": prev_lesson,
             "next_lesson": next_lesson,
-            "sections": [(s, s.pk in read) for s in lesson.sections.all()],
+            "sections": sections,
             "mastery": mastery_by_objective(learner=learner, lesson=lesson),
             "resume": resume_section(learner=learner, lesson=lesson),
-            "read_count": len(read),
+            "read_count": sum(read for _, read in sections),
         },
     )
 
@@ -50,7 +50,7 @@ def section_detail(request, number, slug):
     if SELFCHECK_SLOT in body:
         body = body.replace(SELFCHECK_SLOT, selfcheck_html(request, learner=learner, lesson=lesson))
     prev_section, next_section = section_neighbours(section=section)
-    read = sections_read(learner=learner, lesson=lesson)
+    toc = sections_with_read(learner=learner, lesson=lesson)
     return render(
         request,
         "lessons/section_detail.html",
@@ -60,8 +60,8 @@ def section_detail(request, number, slug):
             "body": body,
             "prev_section": prev_section,
             "next_section": next_section,
-            "toc": [(s, s.pk in read) for s in lesson.sections.all()],
-            "is_read": section.pk in read,
+            "toc": toc,
+            "is_read": any(read for s, read in toc if s.pk == section.pk),
             "mastery": mastery_by_objective(learner=learner, lesson=lesson),
             "cards": [] if "selfcheck" in section.body else question_cards(request, learner=learner, section=section),
         },
