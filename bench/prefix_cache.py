@@ -35,7 +35,7 @@ def main(argv=None):
         second = ttft(engine, LONG_SYSTEM_PROMPT, QUESTIONS[1])
         rows["shared prefix"].append((first, second))
         now = datetime(2026, 11, 30, 15, 0, r)
-        stamped = [f"현재 시각: {(now + timedelta(seconds=i)):%H:%M:%S}\n{LONG_SYSTEM_PROMPT}" for i in (0, 1)]
+        stamped = [f"[{(now + timedelta(seconds=i)):%H:%M:%S}] 현재 시각\n{LONG_SYSTEM_PROMPT}" for i in (0, 1)]
         rows["time at the front"].append((ttft(engine, stamped[0], QUESTIONS[0]), ttft(engine, stamped[1], QUESTIONS[1])))
     print(f"prompt: {prompt_len} tokens (system prompt + question), {args.repeats} repeats, medians")
     print(f"{'pair':20} {'1st TTFT ms':>12} {'2nd TTFT ms':>12} {'2nd hits':>9} {'2nd ÷ 1st':>10}")

@@ -79,8 +79,10 @@ def spec_for(name: str, *, system_prompt: str, now) -> dict:
     spec = {"preset": name, "title": preset["title"], "section": preset["section"], "summary": preset["summary"],
             "lanes": preset["lanes"], "system": system_prompt, "open": False}
     if preset.get("requests") == "prefix":
-        # Each request is stamped with the second it is sent, as the lesson's §6 lab does.
-        first, second = (f"현재 시각: {(now + timedelta(seconds=i)):%H:%M:%S}\n{system_prompt}" for i in (0, 1))
+        # Each request is stamped with the second it is sent, as the lesson's §6 lab does. The
+        # clock comes first so the seconds fall inside the first 16-token block (with the label
+        # first they could land on token 17, leaving block 0 shared).
+        first, second = (f"[{(now + timedelta(seconds=i)):%H:%M:%S}] 현재 시각\n{system_prompt}" for i in (0, 1))
         spec["requests"] = [
             {"at": 0, "system": system_prompt, "user": INQUIRIES[0], "max_tokens": 24, "key": "same-1"},
             {"at": 6, "system": system_prompt, "user": INQUIRIES[1], "max_tokens": 24, "key": "same-2"},

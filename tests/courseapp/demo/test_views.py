@@ -59,3 +59,20 @@ def test_a_preset_can_open_paused(client, monkeypatch):
     monkeypatch.setattr(services, "_launch", lambda run: None)
     client.get(reverse("demo:index"), {"preset": "preemption", "paused": "1"})
     assert DemoRun.objects.get().spec["start_paused"] is True
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("hh,mm,ss", [(9, 0, 5), (17, 10, 59), (23, 59, 58), (12, 34, 16)])
+def test_timestamped_prompts_differ_inside_the_first_block(hh, mm, ss):
+    """The prefix-caching scene's point: a clock at the front leaves no block to share."""
+    from datetime import datetime
+
+    from courseapp.demo import presets
+    from engine import EngineConfig, LLMEngine
+
+    spec = presets.spec_for("prefix-caching", system_prompt="시스템", now=datetime(2026, 1, 1, hh, mm, ss))
+    engine = LLMEngine(EngineConfig(num_blocks=64, max_num_seqs=8))
+    a, b = (engine.encode_chat([{"role": "system", "content": r["system"]}, {"role": "user", "content": "q"}])
+            for r in spec["requests"] if r["key"].startswith("time"))
+    first_diff = next(i for i, (x, y) in enumerate(zip(a, b)) if x != y)
+    assert first_diff < 16
