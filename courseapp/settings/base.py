@@ -66,6 +66,17 @@ TEMPLATES = [
 
 # SQLite by default; DATABASE_URL (e.g. postgres://…) when scaled.
 DATABASES = {"default": dj_database_url.config(default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}", conn_max_age=60)}
+# A class writes at once (answers, read marks, demo heartbeats): WAL lets readers go on beside
+# the one writer, writers queue for up to 20 s instead of failing at once with "database is
+# locked", and IMMEDIATE transactions take the write lock up front, so two transactions never
+# both read and then deadlock on upgrading to write.
+SQLITE_OPTIONS = {
+    "timeout": 20,
+    "transaction_mode": "IMMEDIATE",
+    "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    DATABASES["default"]["OPTIONS"] = dict(SQLITE_OPTIONS)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

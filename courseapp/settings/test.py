@@ -2,7 +2,7 @@
 import os
 
 from .base import *  # noqa: F401,F403
-from .base import BASE_DIR
+from .base import BASE_DIR, SQLITE_OPTIONS
 
 DEBUG = False
 WHITENOISE_USE_FINDERS = True
@@ -13,6 +13,7 @@ if not os.environ.get("DATABASE_URL"):
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": BASE_DIR / "db.sqlite3",
+            "OPTIONS": dict(SQLITE_OPTIONS),
             # Live-server (browser) tests need a file-backed test DB shared across threads.
             "TEST": {"NAME": BASE_DIR / ".test-db.sqlite3"},
         }
