@@ -93,6 +93,7 @@ class GlossaryTerm(models.Model):
     differentia = models.TextField()
     contrast = models.CharField(max_length=300)
     anchor = models.SlugField(help_text="Where the lesson defines it, e.g. s2-1.")
+    updated_at = models.DateTimeField(auto_now=True)  # part of the rendered-section cache key
 
     class Meta:
         ordering = ["lesson", "term"]

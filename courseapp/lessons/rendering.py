@@ -3,13 +3,19 @@
 The self-check directive is left as a placeholder because it depends on the learner; the
 view fills it in (see views.section_detail).
 """
+import hashlib
 import re
+from functools import lru_cache
+from pathlib import Path
 
 import markdown
 from bs4 import BeautifulSoup, NavigableString
+from django.core.cache import cache
+from django.db.models import Count, Max
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils.html import escape
+from django.utils.translation import get_language
 
 SELFCHECK_SLOT = '<div data-directive="selfcheck"></div>'
 _DIRECTIVE_P = re.compile(r"<p>\[\[(diagram ([a-z0-9-]+)|calculator|selfcheck)\]\]</p>")
@@ -19,10 +25,13 @@ _NO_GLOSS = {"a", "button", "code", "pre", "h1", "h2", "h3", "h4", "h5", "h6", "
 _GLOSS_IN = {"p", "li", "td", "th", "dd", "blockquote"}
 
 
+@lru_cache(maxsize=4096)
 def markdown_to_html(text: str) -> str:
+    """Pure in its input, and the same prompts and explanations render on every page view."""
     return markdown.markdown(text, extensions=["extra", "sane_lists"], output_format="html")
 
 
+@lru_cache(maxsize=4096)
 def markdown_inline(text: str) -> str:
     """One paragraph's worth of Markdown without the <p> wrapper (question prompts, choices)."""
     html = markdown_to_html(text).strip()
@@ -105,3 +114,37 @@ def render_section(section, terms) -> str:
     glossary_url = reverse("lessons:glossary", kwargs={"number": section.lesson.number})
     _link_glossary(soup, terms, glossary_url)
     return str(soup)
+
+
+def _code_stamp() -> str:
+    """Changes when this module or a diagram template changes, so a deploy never serves HTML
+    rendered by older code from a shared (Redis) cache."""
+    here = Path(__file__)
+    files = [here, *sorted((here.parents[2] / "templates" / "lessons" / "diagrams").glob("*.html"))]
+    digest = hashlib.sha1()
+    for f in files:
+        digest.update(f.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+CODE_STAMP = _code_stamp()
+CACHE_SECONDS = 24 * 60 * 60
+
+
+def section_cache_key(section) -> str:
+    """Section, language and content version: `load_content` and admin edits touch
+    `updated_at` on the rows they change, so a new version is a new key (no explicit purge)."""
+    glossary = section.lesson.glossary.aggregate(n=Count("pk"), last=Max("updated_at"))
+    last = glossary["last"].timestamp() if glossary["last"] else 0
+    version = f"{section.pk}:{section.updated_at.timestamp()}:{glossary['n']}:{last}:{get_language()}:{CODE_STAMP}"
+    return "section-html:" + hashlib.sha1(version.encode()).hexdigest()
+
+
+def render_section_cached(section) -> str:
+    """The section's HTML (without the learner's self-check cards), rendered once per version."""
+    key = section_cache_key(section)
+    html = cache.get(key)
+    if html is None:
+        html = render_section(section, list(section.lesson.glossary.all()))
+        cache.set(key, html, CACHE_SECONDS)
+    return html

@@ -8,4 +8,5 @@ urlpatterns = [
     path("<int:number>/glossary/", views.glossary, name="glossary"),
     path("<int:number>/<slug:slug>/", views.section_detail, name="section"),
     path("<int:number>/<slug:slug>/read/", views.section_read, name="section-read"),
+    path("<int:number>/<slug:slug>/visited/", views.section_visited, name="section-visited"),
 ]

@@ -1,10 +1,11 @@
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_POST
 
 from courseapp.learners.selectors import mastery_by_objective, resume_section, sections_with_read
 from courseapp.learners.services import learner_get, section_mark_read, section_visit
 from courseapp.lessons.models import Course, Lesson
-from courseapp.lessons.rendering import SELFCHECK_SLOT, render_section
+from courseapp.lessons.rendering import SELFCHECK_SLOT, render_section_cached
 from courseapp.lessons.selectors import lesson_get, lesson_neighbours, section_neighbours
 from courseapp.quizzes.selectors import anchor_label, anchor_url
 from courseapp.quizzes.views import question_cards, selfcheck_html
@@ -44,9 +45,8 @@ def lesson_detail(request, number):
 def section_detail(request, number, slug):
     lesson = lesson_get(number=number)
     section = get_object_or_404(lesson.sections, slug=slug)
-    learner = learner_get(request, create=True)
-    section_visit(learner=learner, section=section)
-    body = render_section(section, list(lesson.glossary.all()))
+    learner = learner_get(request)  # a GET writes nothing: a visitor's first answer or read mark makes the row
+    body = render_section_cached(section)
     if SELFCHECK_SLOT in body:
         body = body.replace(SELFCHECK_SLOT, selfcheck_html(request, learner=learner, lesson=lesson))
     prev_section, next_section = section_neighbours(section=section)
@@ -62,10 +62,24 @@ def section_detail(request, number, slug):
             "next_section": next_section,
             "toc": toc,
             "is_read": any(read for s, read in toc if s.pk == section.pk),
+            # Where to resume is recorded by a POST the page sends once loaded (never by this GET).
+            "record_visit": learner is not None and learner.last_section_id != section.pk,
             "mastery": mastery_by_objective(learner=learner, lesson=lesson),
             "cards": [] if "selfcheck" in section.body else question_cards(request, learner=learner, section=section),
         },
     )
+
+
+@require_POST
+def section_visited(request, number, slug):
+    """Remember the section as the place to resume. Only for a learner who already has a row:
+    a visit alone never creates one."""
+    lesson = lesson_get(number=number)
+    section = get_object_or_404(lesson.sections, slug=slug)
+    learner = learner_get(request)
+    if learner is not None:
+        section_visit(learner=learner, section=section)
+    return HttpResponse(status=204)
 
 
 @require_POST
