@@ -2,7 +2,7 @@
 from dataclasses import dataclass
 
 from courseapp.learners.models import Learner
-from courseapp.quizzes.models import Attempt
+from courseapp.quizzes.models import Attempt, Question
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,12 +32,15 @@ def latest_scores(learner: Learner | None, questions) -> dict[int, float]:
 
 
 def mastery_by_objective(*, learner: Learner | None, lesson) -> list[Mastery]:
-    objectives = list(lesson.objectives.prefetch_related("questions"))
-    questions = [q for o in objectives for q in o.questions.all()]
-    scores = latest_scores(learner, questions)
+    objectives = list(lesson.objectives.all())
+    # Ids only: this runs on every page, and whole Question rows would decode three JSON fields each.
+    by_objective: dict[int, list[int]] = {}
+    for question_id, objective_id in Question.objects.filter(lesson=lesson).values_list("pk", "objective_id"):
+        by_objective.setdefault(objective_id, []).append(question_id)
+    scores = latest_scores(learner, [q for ids in by_objective.values() for q in ids])
     out = []
     for objective in objectives:
-        ids = [q.pk for q in objective.questions.all()]
+        ids = by_objective.get(objective.pk, [])
         total = len(ids)
         answered = sum(1 for i in ids if i in scores)
         score = sum(scores.get(i, 0.0) for i in ids) / total if total else 0.0
