@@ -1,6 +1,12 @@
 """Who is learning: a guest (identified by the session) or an account, and what they read."""
+import secrets
+
 from django.conf import settings
 from django.db import models
+
+
+def new_seed() -> str:
+    return secrets.token_hex(16)
 
 
 class Learner(models.Model):
@@ -13,6 +19,9 @@ class Learner(models.Model):
     last_section = models.ForeignKey(
         "lessons.Section", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    # Decides the order this learner sees each question's options in (quizzes/presenting.py).
+    # A guest's first write copies the seed their pages were drawn with (learners/order_seed.py).
+    seed = models.CharField(max_length=32, default=new_seed, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self):

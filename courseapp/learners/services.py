@@ -1,7 +1,11 @@
 """Writes about learners: who they are, what they read, and carrying a guest's work into an account."""
+import secrets
+
 from django.db import IntegrityError, transaction
 
-from courseapp.learners.models import Learner, SectionRead
+from courseapp.demo.models import DemoRun
+from courseapp.learners.models import Learner, SectionRead, new_seed
+from courseapp.learners.order_seed import request_seed
 
 SESSION_KEY = "learner_id"
 
@@ -10,13 +14,13 @@ def learner_get(request, *, create: bool = False) -> Learner | None:
     """The learner behind this request: the account's, else the guest's from the session.
 
     Guests get a row only when they first write something (create=True), so a visit alone
-    stores nothing.
+    stores nothing. A new row keeps the seed the visitor's pages were drawn with.
     """
     user = getattr(request, "user", None)
     if user is not None and user.is_authenticated:
         learner = Learner.objects.filter(user=user).first()
         if learner is None and create:
-            learner = Learner.objects.create(user=user)
+            learner = Learner.objects.create(user=user, seed=request_seed(request))
         return learner
     learner_id = request.session.get(SESSION_KEY)
     if learner_id is not None:
@@ -25,7 +29,7 @@ def learner_get(request, *, create: bool = False) -> Learner | None:
             return learner
     if not create:
         return None
-    learner = Learner.objects.create()
+    learner = Learner.objects.create(seed=request_seed(request))
     request.session[SESSION_KEY] = learner.pk
     return learner
 
@@ -48,25 +52,31 @@ def section_mark_read(*, learner: Learner, section) -> bool:
 
 
 @transaction.atomic
-def learner_merge_guest(*, guest_id: int | None, user) -> Learner:
+def learner_merge_guest(*, guest_id: int | None, user, seed: str = "") -> Learner:
     """Keep what a guest did when they log in or sign up.
 
-    If the account has no learner yet, the guest's learner simply becomes the account's.
-    Otherwise the guest's attempts and reads move over (reads already present are kept once)
-    and the guest row is deleted.
+    If the account has no learner yet, the guest's learner simply becomes the account's (or a
+    new one is made with `seed`, the order the visitor saw). Otherwise everything the guest did
+    moves over: every attempt (history; one whose nonce the account already used for that
+    question gets a fresh nonce), reads not already there, and demo runs (so a running one stays
+    the account's to control); then the guest row is deleted. The account keeps its own seed.
     """
     guest = Learner.objects.select_for_update().filter(pk=guest_id, user__isnull=True).first() if guest_id else None
     owned = Learner.objects.select_for_update().filter(user=user).first()
     if guest is None:
-        return owned or Learner.objects.create(user=user)
+        return owned or Learner.objects.create(user=user, seed=seed or new_seed())
     if owned is None:
         guest.user = user
         guest.save(update_fields=["user"])
         return guest
     already = set(owned.reads.values_list("section_id", flat=True))
     guest.reads.exclude(section_id__in=already).update(learner=owned)
-    taken = set(owned.attempts.values_list("nonce", flat=True))
-    guest.attempts.exclude(nonce__in=taken).update(learner=owned)
+    taken = set(owned.attempts.values_list("question_id", "nonce"))
+    for pk, question_id, nonce in guest.attempts.values_list("pk", "question_id", "nonce"):
+        if (question_id, nonce) in taken:  # update(), not save(): attempts are otherwise never edited
+            guest.attempts.filter(pk=pk).update(nonce=secrets.token_urlsafe(16))
+    guest.attempts.update(learner=owned)
+    DemoRun.objects.filter(owner=guest).update(owner=owned)
     if owned.last_section_id is None and guest.last_section_id is not None:
         owned.last_section_id = guest.last_section_id
         owned.save(update_fields=["last_section"])

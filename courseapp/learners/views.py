@@ -4,6 +4,7 @@ from django.contrib.auth.views import LoginView
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
+from courseapp.learners.order_seed import request_seed
 from courseapp.learners.selectors import mastery_by_objective, resume_section, sections_with_read
 from courseapp.learners.services import SESSION_KEY, learner_get, learner_merge_guest
 from courseapp.lessons.models import Lesson
@@ -16,7 +17,7 @@ class GuestKeepingLoginView(LoginView):
     def form_valid(self, form):
         guest_id = self.request.session.get(SESSION_KEY)
         response = super().form_valid(form)
-        learner_merge_guest(guest_id=guest_id, user=form.get_user())
+        learner_merge_guest(guest_id=guest_id, user=form.get_user(), seed=request_seed(self.request))
         self.request.session.pop(SESSION_KEY, None)
         return response
 
@@ -30,7 +31,7 @@ def signup(request):
         guest_id = request.session.get(SESSION_KEY)
         user = form.save()
         login(request, user, backend="django.contrib.auth.backends.ModelBackend")
-        learner_merge_guest(guest_id=guest_id, user=user)
+        learner_merge_guest(guest_id=guest_id, user=user, seed=request_seed(request))
         request.session.pop(SESSION_KEY, None)
         return redirect("progress")
     return render(request, "registration/signup.html", {"form": form})

@@ -1,10 +1,10 @@
 """Questions from questions.yaml → Question rows, split into what the page may show (`public`)
 and what only the grader reads (`key`).
 
-Every id the browser sees is an opaque hash, and ordering items are shown in a fixed shuffle
-that is never the right order, so neither ids nor positions give the answer away.
+Both keep the ids as authored; `presenting` turns them into per-question HMACs and draws each
+learner's order of the options when a page is rendered. Ordering items are stored in a fixed
+shuffle that is never the right order, so neither ids nor positions give the answer away.
 """
-import hashlib
 import random
 
 from courseapp.quizzes.models import Question
@@ -21,10 +21,6 @@ REQUIRED = {
 
 class QuestionFileError(ValueError):
     pass
-
-
-def opaque_id(question_slug: str, kind: str, raw_id) -> str:
-    return hashlib.sha256(f"{question_slug}/{kind}/{raw_id}".encode()).hexdigest()[:10]
 
 
 def _shuffled(slug: str, items: list) -> list:
@@ -45,7 +41,7 @@ def _entries(slug, kind, raw):
         if entry["id"] in seen:
             raise QuestionFileError(f"{slug}: duplicate {kind} id {entry['id']!r}")
         seen.add(entry["id"])
-        out.append({"id": opaque_id(slug, kind, entry["id"]), "text": str(entry["text"])})
+        out.append({"id": str(entry["id"]), "text": str(entry["text"])})
     return out
 
 
@@ -58,9 +54,6 @@ def split_question(data: dict) -> tuple[dict, dict, dict]:
     if missing:
         raise QuestionFileError(f"{slug}: {qtype} question needs {', '.join(missing)}")
 
-    def oid(kind, raw_id):
-        return opaque_id(slug, kind, raw_id)
-
     feedback = {}
     if qtype in ("single", "multi"):
         choices = _entries(slug, "choice", data["choices"])
@@ -70,13 +63,13 @@ def split_question(data: dict) -> tuple[dict, dict, dict]:
             raise QuestionFileError(f"{slug}: answer names a choice that does not exist")
         public = {"choices": choices}
         if qtype == "single":
-            key = {"answer": oid("choice", data["answer"])}
+            key = {"answer": str(data["answer"])}
         else:
-            key = {"choices": [c["id"] for c in choices], "answer": [oid("choice", a) for a in answer]}
+            key = {"choices": [c["id"] for c in choices], "answer": [str(a) for a in answer]}
         for raw_id, text in (data.get("choice_feedback") or {}).items():
             if raw_id not in ids:
                 raise QuestionFileError(f"{slug}: choice_feedback for unknown choice {raw_id!r}")
-            feedback[oid("choice", raw_id)] = str(text)
+            feedback[str(raw_id)] = str(text)
     elif qtype == "numeric":
         public = {"unit": data.get("unit", "")}
         key = {"answer": float(data["answer"]), "tolerance": float(data.get("tolerance", 0))}
@@ -98,8 +91,8 @@ def split_question(data: dict) -> tuple[dict, dict, dict]:
         right_ids = {e["id"] for e in data["right"]}
         if set(data["answer"]) != left_ids or set(data["answer"].values()) - right_ids:
             raise QuestionFileError(f"{slug}: matching answer must pair every left item with a right item")
-        public = {"left": left, "right": _shuffled(slug, right)}
-        key = {"pairs": {oid("left", lft): oid("right", r) for lft, r in data["answer"].items()}}
+        public = {"left": left, "right": right}  # the right side is shuffled per learner (presenting)
+        key = {"pairs": {str(lft): str(r) for lft, r in data["answer"].items()}}
     return public, key, feedback
 
 

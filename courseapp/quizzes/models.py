@@ -41,13 +41,15 @@ class Attempt(models.Model):
     response = models.JSONField()
     score = models.FloatField()  # 0 … 1
     feedback = models.JSONField(default=dict)
-    # A token rendered into each form; a second POST with the same token is the same attempt.
+    # A token rendered into each form; a second POST of it to the same question is the same attempt.
     nonce = models.CharField(max_length=64)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["created_at", "pk"]
-        constraints = [models.UniqueConstraint(fields=["learner", "nonce"], name="attempt_nonce_once")]
+        constraints = [
+            models.UniqueConstraint(fields=["learner", "question", "nonce"], name="attempt_nonce_once_per_question")
+        ]
         indexes = [models.Index(fields=["learner", "question", "-created_at"])]
 
     def __str__(self):

@@ -8,6 +8,8 @@ import re
 
 from django.utils.translation import gettext as _
 
+from courseapp.quizzes.presenting import raw_ids
+
 MAX_TEXT = 300
 
 
@@ -16,25 +18,41 @@ class ResponseError(ValueError):
 
 
 def from_form(question, data) -> dict:
-    """Read the HTML form's fields (a QueryDict) into the response shape `validate` expects."""
+    """Read the HTML form's fields (a QueryDict) into the response shape `validate` expects,
+    turning the opaque ids the page showed back into the authored ids."""
     qtype = question.type
     if qtype == "single":
-        values = data.getlist("choice")
+        values = [v for v in data.getlist("choice") if v]
         if len(values) > 1:
             raise ResponseError(_("Choose exactly one answer."))
-        return {"choice": values[0] if values else None}
+        return {"choice": _authored(question, "choices", values)[0] if values else None}
     if qtype == "multi":
-        return {"choices": data.getlist("choice")}
+        return {"choices": _authored(question, "choices", data.getlist("choice"))}
     if qtype == "numeric":
         return {"value": data.get("value")}
     if qtype == "short":
         return {"text": data.get("text")}
     if qtype == "ordering":
-        return {"order": data.getlist("order")}
+        return {"order": _authored(question, "items", data.getlist("order"))}
     if qtype == "matching":
-        lefts = [item["id"] for item in question.public["left"]]
-        return {"pairs": {left: data.get(f"match-{left}", "") for left in lefts}}
+        rights = raw_ids(question, "right") | {"": ""}
+        pairs = {}
+        for shown_left, left in raw_ids(question, "left").items():
+            value = data.get(f"match-{shown_left}", "")
+            if value not in rights:
+                raise ResponseError(_("That match is not one of this question's options."))
+            pairs[left] = rights[value]
+        return {"pairs": pairs}
     raise ResponseError(_("Unknown question type."))
+
+
+def _authored(question, group: str, shown_ids: list) -> list:
+    ids = raw_ids(question, group)
+    if any(v not in ids for v in shown_ids):
+        if group == "items":
+            raise ResponseError(_("The order must list every item exactly once."))
+        raise ResponseError(_("That choice is not one of this question's options."))
+    return [ids[v] for v in shown_ids]
 
 
 _NUMBER = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")

@@ -13,13 +13,14 @@ MAX_NONCE = 64
 def attempt_submit(*, learner, question: Question, response: dict, nonce: str) -> tuple[Attempt, bool]:
     """Validate, grade and store one attempt. Returns (attempt, created).
 
-    The same nonce submitted twice (a double click, a retried request) returns the first
-    attempt instead of counting again. Raises responses.ResponseError for a bad response,
-    before anything is written.
+    The same nonce submitted twice to the same question (a double click, a retried request)
+    returns the first attempt instead of counting again. A nonce is the learner's and the
+    question's: replayed on another question it grades that one afresh and reveals nothing
+    else. Raises responses.ResponseError for a bad response, before anything is written.
     """
     nonce = (nonce or "")[:MAX_NONCE]
     if nonce:
-        existing = Attempt.objects.filter(learner=learner, nonce=nonce).first()
+        existing = Attempt.objects.filter(learner=learner, question=question, nonce=nonce).first()
         if existing is not None:
             return existing, False
     clean = validate(question, response)
@@ -40,5 +41,5 @@ def attempt_submit(*, learner, question: Question, response: dict, nonce: str) -
                 nonce=nonce or secrets.token_urlsafe(16),
             )
     except IntegrityError:  # the same nonce raced in from a parallel request
-        return Attempt.objects.get(learner=learner, nonce=nonce), False
+        return Attempt.objects.get(learner=learner, question=question, nonce=nonce), False
     return attempt, True

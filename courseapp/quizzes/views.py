@@ -1,14 +1,17 @@
-from django.http import HttpResponseBadRequest
+from django.http import HttpResponse, HttpResponseBadRequest
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
+from django_htmx.http import reswap, retarget
 
+from courseapp.learners.order_seed import request_seed
 from courseapp.learners.selectors import mastery_by_objective
 from courseapp.learners.services import learner_get
 from courseapp.lessons.rendering import markdown_inline, markdown_to_html
 from courseapp.quizzes.models import Question
-from courseapp.quizzes.responses import ResponseError, from_form
+from courseapp.quizzes.presenting import opaque_id, shown
+from courseapp.quizzes.responses import ResponseError, from_form, validate
 from courseapp.quizzes.selectors import (
     anchor_label,
     anchor_url,
@@ -46,69 +49,86 @@ def feedback_context(*, question, attempt, learner) -> dict | None:
     }
 
 
-def _display(question, attempt):
-    """Options in the order the page shows them, with the learner's last answer filled in."""
-    public = question.public
+def _display(question, attempt, seed):
+    """Options as this learner's page shows them, with their last answer filled in."""
+    public = shown(question, seed)
     response = attempt.response if attempt else {}
+
+    def oid(kind, raw_id):
+        return opaque_id(question.slug, kind, raw_id)
+
     if question.type == "ordering":
         by_id = {i["id"]: i for i in public["items"]}
-        order = response.get("order") or [i["id"] for i in public["items"]]
-        return {"items": [by_id[i] for i in order if i in by_id]}
+        order = [oid("item", i) for i in response.get("order", [])]
+        if sorted(order) != sorted(by_id):  # no answer yet (or one from before the items changed)
+            order = list(by_id)
+        return {"items": [by_id[i] for i in order]}
     if question.type == "matching":
-        pairs = response.get("pairs", {})
+        pairs = {oid("left", left): oid("right", right) for left, right in response.get("pairs", {}).items() if right}
         return {"rows": [(left, pairs.get(left["id"], "")) for left in public["left"]], "right": public["right"]}
     if question.type in ("single", "multi"):
-        chosen = set(response.get("choices", [])) | {response.get("choice")}
+        chosen = {oid("choice", c) for c in [*response.get("choices", []), response.get("choice")] if c}
         return {"choices": [(c, c["id"] in chosen) for c in public["choices"]]}
     return {"value": response.get("value", response.get("text", ""))}
 
 
-def card_context(*, question, learner, attempt=None, error=None) -> dict:
+def card_context(*, question, learner, seed, attempt=None, error=None) -> dict:
     if attempt is None and error is None:
         attempt = latest_attempt(learner=learner, question=question)
     return {
         "q": question,
         "prompt": markdown_inline(question.prompt),
         "nonce": new_nonce(),
-        "display": _display(question, attempt),
+        "display": _display(question, attempt, seed),
         "feedback": feedback_context(question=question, attempt=attempt, learner=learner),
         "error": error,
     }
 
 
 def question_cards(request, *, learner, section) -> list[dict]:
-    return [card_context(question=q, learner=learner) for q in questions_for_section(section=section)]
+    seed = request_seed(request, learner)
+    return [card_context(question=q, learner=learner, seed=seed) for q in questions_for_section(section=section)]
 
 
 def selfcheck_html(request, *, learner, lesson) -> str:
+    seed = request_seed(request, learner)
     groups = []
     for objective in lesson.objectives.prefetch_related("questions"):
-        cards = [card_context(question=q, learner=learner) for q in objective.questions.all()]
+        cards = [card_context(question=q, learner=learner, seed=seed) for q in objective.questions.all()]
         groups.append({"objective": objective, "cards": cards})
     return render_to_string("quizzes/selfcheck.html", {"groups": groups, "lesson": lesson}, request=request)
 
 
-def _bad_request(request, message, question=None):
+def _refused(request, message, question=None):
+    """A submission that cannot be graded: the message goes into the card, nothing is stored.
+
+    A plain form post gets a real 400. An htmx one gets a 200 swapped into the card's feedback
+    area, because with DEBUG on django-htmx's debug script replaces the whole page with the
+    body of any 400 (django_htmx/static/django_htmx/django-htmx.js, htmx:beforeOnLoad).
+    """
     html = render_to_string("quizzes/partials/error.html", {"message": message, "q": question}, request=request)
-    return HttpResponseBadRequest(html)
+    if not request.htmx:
+        return HttpResponseBadRequest(html)
+    response = reswap(HttpResponse(html), "innerHTML")
+    return retarget(response, f"#fb-{question.slug}") if question is not None else response
 
 
 @require_POST
 def question_submit(request, slug):
     question = Question.objects.select_related("lesson", "objective").filter(slug=slug).first()
     if question is None:
-        return _bad_request(request, _("There is no question “%(slug)s”.") % {"slug": slug[:60]})
-    learner = learner_get(request, create=True)
+        return _refused(request, _("There is no question “%(slug)s”.") % {"slug": slug[:60]})
     try:
-        response = from_form(question, request.POST)
-        attempt, _created = attempt_submit(
-            learner=learner, question=question, response=response, nonce=request.POST.get("nonce", "")
-        )
+        response = validate(question, from_form(question, request.POST))  # before a guest row is made
     except ResponseError as exc:
-        return _bad_request(request, str(exc), question)
+        return _refused(request, str(exc), question)
+    learner = learner_get(request, create=True)
+    attempt, _created = attempt_submit(
+        learner=learner, question=question, response=response, nonce=request.POST.get("nonce", "")
+    )
     if not request.htmx:  # plain form post (no JavaScript): back to the card, which shows the result
         return redirect(f"{anchor_url(question.lesson, question.anchor).split('#')[0]}#q-{question.slug}")
     mastery = next(m for m in mastery_by_objective(learner=learner, lesson=question.lesson) if m.objective.pk == question.objective_id)
-    context = card_context(question=question, learner=learner, attempt=attempt)
+    context = card_context(question=question, learner=learner, seed=learner.seed, attempt=attempt)
     context["mastery_oob"] = mastery
     return render(request, "quizzes/partials/submit_result.html", context)

@@ -1,4 +1,6 @@
-"""The answer key never reaches the browser before the learner submits (issue #2 §5)."""
+"""The answer key never reaches the browser before the learner submits (issue #2 §5), and no id
+on a page names or hashes an authored id (issue #7)."""
+import hashlib
 import json
 
 import pytest
@@ -6,7 +8,7 @@ from bs4 import BeautifulSoup
 from django.urls import reverse
 
 from courseapp.quizzes.models import Question
-from tests.answers import wrong_form
+from tests.answers import shown_id, wrong_form
 
 
 def every_page(client, lesson):
@@ -57,7 +59,44 @@ def test_every_card_starts_blank_and_shuffled(client, lesson):
             assert not field.get("value"), q.slug
         if q.type == "ordering":
             shown = [i["value"] for i in card.select("input[name=order]")]
-            assert shown != q.key["order"], q.slug
+            assert shown != [shown_id(q, "item", i) for i in q.key["order"]], q.slug
+
+
+def authored_ids(q) -> set[str]:
+    return {str(e["id"]) for group in ("choices", "items", "left", "right") for e in q.public.get(group, [])}
+
+
+def unsalted_hashes(q) -> set[str]:
+    """What the ids used to be: sha256 of slug/kind/id with no secret, which anyone can recompute."""
+    kinds = ("choice", "item", "left", "right")
+    return {hashlib.sha256(f"{q.slug}/{k}/{raw}".encode()).hexdigest() for k in kinds for raw in authored_ids(q)}
+
+
+def card_ids(card) -> list[str]:
+    """Every id a card hands the browser: option values, item ids, matching field names."""
+    ids = [i["value"] for i in card.select("input[name=choice], input[name=order]")]
+    ids += [li["data-id"] for li in card.select("[data-id]")]
+    ids += [o["value"] for o in card.select("select option") if o.get("value")]
+    ids += [s["name"].removeprefix("match-") for s in card.select("select[name^=match-]")]
+    return ids
+
+
+@pytest.mark.django_db
+def test_no_id_on_any_page_is_an_authored_id_or_an_unsalted_hash(client, lesson):
+    questions = {q.slug: q for q in Question.objects.all()}
+    seen = 0
+    for url, html in every_page(client, lesson).items():
+        for q in questions.values():
+            for h in unsalted_hashes(q):
+                assert h[:10] not in html, (url, q.slug)
+        for card in BeautifulSoup(html, "html.parser").select("div.question[data-question]"):
+            q = questions[card["data-question"]]
+            hashes, raw = unsalted_hashes(q), authored_ids(q)
+            for shown in card_ids(card):
+                seen += 1
+                assert shown not in raw, (url, q.slug, shown)
+                assert not any(h.startswith(shown) for h in hashes), (url, q.slug, shown)
+    assert seen > 100  # the cards were really looked at
 
 
 @pytest.mark.django_db

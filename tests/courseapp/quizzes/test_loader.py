@@ -1,7 +1,11 @@
 """Splitting a question file entry into what the page shows and what only the grader reads."""
+import hashlib
+
 import pytest
 
 from courseapp.quizzes.loader import QuestionFileError, split_question
+from courseapp.quizzes.models import Question
+from courseapp.quizzes.presenting import opaque_id, shown
 
 ORDERING = {
     "id": "steps",
@@ -18,7 +22,17 @@ def test_ordering_is_shown_in_an_order_that_is_not_the_answer():
 
 def test_ids_the_page_sees_do_not_reveal_the_raw_ids():
     public, _, _ = split_question(ORDERING)
-    assert {i["id"] for i in public["items"]}.isdisjoint({"1", "2", "3", "4"})
+    page = shown(Question(slug="steps", type="ordering", public=public), seed="0" * 32)
+    assert {i["id"] for i in page["items"]}.isdisjoint({"1", "2", "3", "4"})
+    assert [i["text"] for i in page["items"]] == [i["text"] for i in public["items"]]  # the loader's order
+
+
+def test_shown_ids_are_keyed_with_the_server_secret_and_scoped_to_the_question(settings):
+    first = opaque_id("steps", "item", "1")
+    assert first != opaque_id("other-question", "item", "1")
+    assert first != hashlib.sha256(b"steps/item/1").hexdigest()[: len(first)]
+    settings.SECRET_KEY = "another-secret-" + "x" * 40
+    assert opaque_id("steps", "item", "1") != first
 
 
 def test_split_is_stable_across_loads():

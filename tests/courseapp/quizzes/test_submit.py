@@ -4,8 +4,9 @@ from django.urls import reverse
 from django.utils import translation
 from django.utils.html import escape
 
+from courseapp.learners.models import Learner
 from courseapp.quizzes.models import Attempt, Question
-from tests.answers import right_form, wrong_form
+from tests.answers import right_form, shown_id, wrong_form
 
 HX = {"HTTP_HX_REQUEST": "true"}
 TYPES = ["single", "multi", "numeric", "short", "ordering", "matching"]
@@ -93,18 +94,37 @@ BAD = [
 ]
 
 
+def bad_data(q, data):
+    if q.type == "ordering":
+        items = [shown_id(q, "item", i["id"]) for i in q.public["items"]]
+        return {"order": items[:-1] + items[:1]}  # one item twice, one missing
+    return data
+
+
 @pytest.mark.django_db
 @pytest.mark.parametrize("qtype,data,message", BAD)
-def test_malformed_or_tampered_submission_is_a_400_with_a_message_and_stores_nothing(client, qtype, data, message):
+def test_malformed_or_tampered_submission_shows_a_message_in_the_card_and_stores_nothing(client, qtype, data, message):
     q = first_of(qtype)
-    if qtype == "ordering":
-        items = [i["id"] for i in q.public["items"]]
-        data = {"order": items[:-1] + items[:1]}  # one item twice, one missing
-    response = client.post(reverse("quizzes:submit", args=[q.slug]), {**data, "nonce": "bad"}, **HX)
-    assert response.status_code == 400
+    response = client.post(reverse("quizzes:submit", args=[q.slug]), {**bad_data(q, data), "nonce": "bad"}, **HX)
+    # htmx gets a 200 aimed at the card: with DEBUG on, django-htmx's debug script would replace
+    # the whole page with the body of a 400.
+    assert response.status_code == 200
+    assert response["HX-Retarget"] == f"#fb-{q.slug}" and response["HX-Reswap"] == "innerHTML"
+    html = response.content.decode()
     if message:
         with translation.override("ko"):
-            assert escape(translation.gettext(message)) in response.content.decode()
+            assert escape(translation.gettext(message)) in html
+    assert 'role="alert"' in html and 'data-verdict="error"' in html
+    assert not Attempt.objects.exists()
+    assert not Learner.objects.exists(), "a refused submit makes no guest row"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("qtype,data,message", BAD)
+def test_malformed_plain_form_post_is_a_400(client, qtype, data, message):
+    q = first_of(qtype)
+    response = client.post(reverse("quizzes:submit", args=[q.slug]), {**bad_data(q, data), "nonce": "bad"})
+    assert response.status_code == 400
     assert 'role="alert"' in response.content.decode()
     assert not Attempt.objects.exists()
 
@@ -112,17 +132,27 @@ def test_malformed_or_tampered_submission_is_a_400_with_a_message_and_stores_not
 @pytest.mark.django_db
 def test_matching_with_a_foreign_option_is_refused(client):
     q = first_of("matching")
-    left = q.public["left"][0]["id"]
+    left = shown_id(q, "left", q.public["left"][0]["id"])
     response = submit(client, q, {f"match-{left}": "forged"})
-    assert response.status_code == 400
+    assert response.status_code == 200 and 'data-verdict="error"' in response.content.decode()
     assert not Attempt.objects.exists()
 
 
 @pytest.mark.django_db
-def test_unknown_question_is_a_400(client):
+def test_authored_ids_are_not_accepted_in_place_of_the_shown_ones(client):
+    q = first_of("single")
+    response = submit(client, q, {"choice": q.key["answer"]})  # "a": what the YAML file says
+    assert 'data-verdict="error"' in response.content.decode()
+    assert not Attempt.objects.exists()
+
+
+@pytest.mark.django_db
+def test_unknown_question_is_refused_with_its_name(client):
     response = client.post(reverse("quizzes:submit", args=["no-such-question"]), {"choice": "a"}, **HX)
-    assert response.status_code == 400
+    assert response.status_code == 200
     assert "no-such-question" in response.content.decode()
+    plain = client.post(reverse("quizzes:submit", args=["no-such-question"]), {"choice": "a"})
+    assert plain.status_code == 400
 
 
 @pytest.mark.django_db
@@ -154,8 +184,6 @@ def test_plain_form_post_without_htmx_redirects_back_to_the_card(client):
 @pytest.mark.django_db
 def test_attempts_are_immutable():
     q = first_of("single")
-    from courseapp.learners.models import Learner
-
     attempt = Attempt.objects.create(learner=Learner.objects.create(), question=q, response={}, score=0, nonce="x")
     attempt.score = 1.0
     with pytest.raises(ValueError):
