@@ -4,7 +4,10 @@ import re
 import pytest
 from playwright.sync_api import expect
 
+from django.utils import translation
+
 from courseapp.quizzes.models import Question
+from tests.answers import shown_id
 
 pytestmark = pytest.mark.e2e
 
@@ -37,7 +40,7 @@ def test_glossary_popover_feedback_and_objective_progress(page, site):
 
     # A single-choice question on this page: wrong first, then right.
     q = Question.objects.filter(type="single", anchor__startswith="s2").order_by("order").first()
-    wrong = next(c["id"] for c in q.public["choices"] if c["id"] != q.key["answer"])
+    wrong = next(shown_id(q, "choice", c["id"]) for c in q.public["choices"] if c["id"] != q.key["answer"])
     meter = page.locator(f"#mastery-{q.objective.slug}")
     before = int(meter.get_attribute("data-percent"))
 
@@ -50,7 +53,7 @@ def test_glossary_popover_feedback_and_objective_progress(page, site):
     expect(link).to_have_text(label)
     expect(link).to_have_attribute("href", re.compile(f"#{q.anchor}$"))
 
-    card(page, q).locator(f"input[value='{q.key['answer']}']").check()
+    card(page, q).locator(f"input[value='{shown_id(q, 'choice', q.key['answer'])}']").check()
     card(page, q).get_by_role("button", name="채점하기").click()
     expect(card(page, q).locator(".feedback")).to_have_attribute("data-verdict", "correct")
     expect(meter).not_to_have_attribute("data-percent", str(before))
@@ -69,7 +72,8 @@ def test_ordering_question_with_the_keyboard_only(page, site):
     items = card(page, q).locator(".ordering-item")
 
     # Selection sort with the "up" buttons: focus an item's button, press Enter until it is in place.
-    for target, item_id in enumerate(q.key["order"]):
+    right_order = [shown_id(q, "item", i) for i in q.key["order"]]
+    for target, item_id in enumerate(right_order):
         shown = [items.nth(i).get_attribute("data-id") for i in range(items.count())]
         position = shown.index(item_id)
         up = card(page, q).locator(f".ordering-item[data-id='{item_id}'] button.move-up")
@@ -78,11 +82,43 @@ def test_ordering_question_with_the_keyboard_only(page, site):
             page.keyboard.press("Enter")
         expect(up).to_be_focused()  # focus follows the moved item
 
-    assert [items.nth(i).get_attribute("data-id") for i in range(items.count())] == q.key["order"]
+    assert [items.nth(i).get_attribute("data-id") for i in range(items.count())] == right_order
     expect(card(page, q).locator("[data-ordering-status]")).not_to_be_empty()
     card(page, q).locator("button[type=submit]").focus()
     page.keyboard.press("Enter")
     expect(card(page, q).locator(".feedback")).to_have_attribute("data-verdict", "correct")
+
+
+@pytest.mark.parametrize("qtype,typed,message", [
+    ("numeric", "3개", "“%(value)s” is not a number. Enter digits only, e.g. 3 or 2.5."),
+    ("single", None, "Choose an answer first."),
+])
+def test_a_refused_self_check_shows_its_message_in_the_card_even_with_debug_on(page, site, settings, qtype, typed, message):
+    settings.DEBUG = True  # as `DEBUG=1 make run`: django-htmx's debug script is on the page
+    q = Question.objects.filter(type=qtype).order_by("order").first()
+    section = next(s for s in q.lesson.sections.all() if q.anchor in s.anchors)
+    page.goto(f"{site}{section.get_absolute_url()}")
+    expect(page.locator("script[src*='django-htmx.js']")).to_have_count(1)
+    title = page.locator("article.section h1").inner_text()
+
+    if typed:
+        card(page, q).locator("input[name=value]").fill(typed)
+    card(page, q).get_by_role("button", name="채점하기").click()
+
+    with translation.override("ko"):
+        expected = translation.gettext(message) % {"value": typed}
+    error = card(page, q).locator(".feedback-error[role=alert]")
+    expect(error).to_contain_text(expected)
+    expect(page.locator("article.section h1")).to_have_text(title)  # still the lesson page
+    expect(page).to_have_url(f"{site}{section.get_absolute_url()}")
+
+    # The card still works: a real answer replaces the message with a verdict.
+    if qtype == "numeric":
+        card(page, q).locator("input[name=value]").fill("-1")
+    else:
+        card(page, q).locator("input[name=choice]").first.check()
+    card(page, q).get_by_role("button", name="채점하기").click()
+    expect(card(page, q).locator(".feedback")).to_have_attribute("data-verdict", re.compile("correct|wrong"))
 
 
 def test_switch_the_ui_to_english(page, site):
