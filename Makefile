@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 PORT   ?= 8000
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: run test install migrate content lock messages clean
+.PHONY: run test install migrate content static lock messages clean
 
 # Re-installs only when requirements.txt changes, so the second run is fast.
 $(BIN)/.installed: requirements.txt
@@ -21,7 +21,14 @@ migrate: install
 content: migrate
 	$(BIN)/python manage.py load_content
 
-run: content
+# Hashed, gzip- and brotli-compressed copies in .staticfiles/ for WhiteNoise (DEBUG is off);
+# collected again only when static/ or the installed packages change.
+static: .staticfiles/staticfiles.json
+.staticfiles/staticfiles.json: $(BIN)/.installed $(shell find static -type f)
+	$(BIN)/python manage.py collectstatic --noinput -v0
+
+# DEBUG is off unless DEBUG=1 (then tracebacks show and edits in static/ apply without a restart).
+run: content static
 	@echo "Serving http://127.0.0.1:$(PORT)/ (Ctrl-C stops)"
 	$(BIN)/daphne -b 127.0.0.1 -p $(PORT) courseapp.asgi:application
 

@@ -1,14 +1,17 @@
+from django.conf import settings
 from django.contrib.auth import login
 from django.contrib.auth.forms import UserCreationForm
 from django.contrib.auth.views import LoginView
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
+from django_ratelimit.core import is_ratelimited
 
 from courseapp.learners.order_seed import request_seed
 from courseapp.learners.selectors import mastery_by_objective, resume_section, sections_with_read
 from courseapp.learners.services import SESSION_KEY, learner_get, learner_merge_guest
 from courseapp.lessons.models import Lesson
 from courseapp.quizzes.models import Attempt
+from courseapp.views import too_many_signups
 
 
 class GuestKeepingLoginView(LoginView):
@@ -26,6 +29,8 @@ class GuestKeepingLoginView(LoginView):
 def signup(request):
     if request.user.is_authenticated:
         return redirect("progress")
+    if is_ratelimited(request, group="signup", key="ip", rate=settings.SIGNUP_RATE, method="POST", increment=True):
+        return too_many_signups(request)
     form = UserCreationForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         guest_id = request.session.get(SESSION_KEY)

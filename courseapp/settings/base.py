@@ -1,5 +1,6 @@
 """Settings shared by every environment; dev.py, test.py and prod.py refine them."""
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -24,6 +25,8 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "channels",
     "django_htmx",
+    "axes",
+    "csp",
     "courseapp.lessons",
     "courseapp.learners",
     "courseapp.quizzes",
@@ -32,6 +35,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "courseapp.middleware.KoreanByDefaultMiddleware",
@@ -43,6 +47,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "axes.middleware.AxesMiddleware",  # last: turns a locked-out login into the lockout page
 ]
 
 ROOT_URLCONF = "courseapp.urls"
@@ -86,6 +91,21 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+# Login throttling (django-axes): 5 wrong passwords for one username from one address lock that
+# pair out for 15 minutes; each try during the lockout restarts it. `manage.py axes_reset` lifts all.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",  # needs `request` in authenticate(); the login form passes it
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = 5
+AXES_COOLOFF_TIME = timedelta(minutes=15)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "courseapp.views.locked_out"
+AXES_VERBOSE = False  # no banner on every manage.py command
+# Signups per client address (django-ratelimit, fixed window, counted in the default cache).
+SIGNUP_RATE = "10/m"
+
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "home"
@@ -102,6 +122,24 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = BASE_DIR / ".staticfiles"
+
+# Only this origin's scripts, styles, images and sockets ('self' covers ws:/wss: to this host);
+# no inline script anywhere. Style *attributes* stay allowed: the demo and the mastery meter set
+# sizes with them (a style attribute cannot run script).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "style-src-attr": ["'unsafe-inline'"],
+        "img-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
+}
 
 # Self-check submissions are tiny; anything bigger is refused with a clear 400.
 DATA_UPLOAD_MAX_MEMORY_SIZE = 16 * 1024
