@@ -39,14 +39,15 @@ class Reveal:
 
 def reveal_answer(question: Question) -> Reveal:
     key, public = question.key, question.public
-    text = {}
-    for group in ("choices", "items", "left", "right"):
-        for entry in public.get(group, []):
-            text[entry["id"]] = entry["text"]
+
+    def text(group):  # per group: authored ids may repeat across groups (left "1", right "1")
+        return {entry["id"]: entry["text"] for entry in public.get(group, [])}
+
     if question.type == "single":
-        return Reveal([text[key["answer"]]])
+        return Reveal([text("choices")[key["answer"]]])
     if question.type == "multi":
-        return Reveal([text[c] for c in key["choices"] if c in key["answer"]] or ["(없음)"])
+        choices = text("choices")
+        return Reveal([choices[c] for c in key["choices"] if c in key["answer"]] or ["(없음)"])
     if question.type == "numeric":
         value = key["answer"]
         shown = int(value) if value == int(value) else value
@@ -54,8 +55,10 @@ def reveal_answer(question: Question) -> Reveal:
     if question.type == "short":
         return Reveal([" / ".join(key["answers"][:3])])
     if question.type == "ordering":
-        return Reveal([text[i] for i in key["order"]])
-    return Reveal([f"{text[left]} → {text[right]}" for left, right in key["pairs"].items()])
+        items = text("items")
+        return Reveal([items[i] for i in key["order"]])
+    left, right = text("left"), text("right")
+    return Reveal([f"{left[a]} → {right[b]}" for a, b in key["pairs"].items()])
 
 
 def attempts_count(*, learner, question) -> int:

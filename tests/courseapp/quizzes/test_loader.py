@@ -59,3 +59,24 @@ def test_single_choice_key_is_not_in_public():
 def test_broken_entries_are_refused_with_the_question_id(data, message):
     with pytest.raises(QuestionFileError, match=message):
         split_question(data)
+
+
+@pytest.mark.django_db
+def test_matching_whose_sides_reuse_an_id_is_graded_and_revealed_by_side(client):
+    from django.urls import reverse
+
+    from courseapp.quizzes.selectors import reveal_answer
+    from tests.answers import right_form
+    from tests.factories import ObjectiveFactory, make_question
+
+    data = {
+        "id": "same-ids-match",
+        "type": "matching",
+        "left": [{"id": "1", "text": "왼쪽 하나"}, {"id": "2", "text": "왼쪽 둘"}],
+        "right": [{"id": "1", "text": "오른쪽 하나"}, {"id": "2", "text": "오른쪽 둘"}],
+        "answer": {"1": "2", "2": "1"},
+    }
+    q = make_question(objective=ObjectiveFactory(), data=data)
+    assert reveal_answer(q).lines == ["왼쪽 하나 → 오른쪽 둘", "왼쪽 둘 → 오른쪽 하나"]
+    response = client.post(reverse("quizzes:submit", args=[q.slug]), {**right_form(q), "nonce": "n"}, HTTP_HX_REQUEST="true")
+    assert 'data-verdict="correct"' in response.content.decode()
