@@ -8,7 +8,9 @@ server, stable for that learner and question): the first option is the key for s
 and not for others. Ordering items keep the loader's fixed order, which is never the right one.
 """
 import random
+from functools import lru_cache
 
+from django.conf import settings
 from django.utils.crypto import salted_hmac
 
 # public group → the kind its ids are scoped to
@@ -17,7 +19,13 @@ PER_LEARNER = ("choices", "right")
 
 
 def opaque_id(slug: str, kind: str, raw_id) -> str:
-    return salted_hmac("courseapp.quizzes.opaque_id", f"{slug}/{kind}/{raw_id}", algorithm="sha256").hexdigest()[:16]
+    return _opaque_id(settings.SECRET_KEY, slug, kind, str(raw_id))
+
+
+@lru_cache(maxsize=8192)
+def _opaque_id(secret: str, slug: str, kind: str, raw_id: str) -> str:
+    """Memoised: every card on every page view maps all its ids (the secret is part of the key)."""
+    return salted_hmac("courseapp.quizzes.opaque_id", f"{slug}/{kind}/{raw_id}", secret=secret, algorithm="sha256").hexdigest()[:16]
 
 
 def _order(seed: str, slug: str, group: str) -> random.Random:

@@ -2,6 +2,7 @@
 import secrets
 from dataclasses import dataclass
 
+from courseapp.lessons.selectors import anchor_pages
 from courseapp.quizzes.models import Attempt, Question
 
 
@@ -9,11 +10,6 @@ def new_nonce() -> str:
     return secrets.token_urlsafe(16)
 
 
-def section_for_anchor(lesson, anchor: str):
-    for section in lesson.sections.all():
-        if anchor in section.anchors:
-            return section
-    return None
 
 
 def anchor_label(anchor: str) -> str:
@@ -24,10 +20,10 @@ def anchor_label(anchor: str) -> str:
 
 
 def anchor_url(lesson, anchor: str) -> str:
-    section = section_for_anchor(lesson, anchor)
-    if section is None:
+    page = anchor_pages(lesson=lesson).get(anchor)
+    if page is None:
         return lesson.get_absolute_url()
-    return f"{section.get_absolute_url()}#{anchor}"
+    return f"{page}#{anchor}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +69,15 @@ def latest_attempt(*, learner, question) -> Attempt | None:
     return Attempt.objects.filter(learner=learner, question=question).order_by("-created_at", "-pk").first()
 
 
+def attempt_history(*, learner, questions) -> dict[int, tuple[Attempt, int]]:
+    """question id → (latest attempt, number of attempts), in one query for a page of cards."""
+    if learner is None:
+        return {}
+    out: dict[int, tuple[Attempt, int]] = {}
+    for attempt in Attempt.objects.filter(learner=learner, question__in=questions).order_by("created_at", "pk"):
+        out[attempt.question_id] = (attempt, out.get(attempt.question_id, (None, 0))[1] + 1)
+    return out
+
+
 def questions_for_section(*, section):
-    anchors = set(section.anchors)
-    return [q for q in section.lesson.questions.select_related("objective") if q.anchor in anchors]
+    return list(section.lesson.questions.filter(anchor__in=section.anchors).select_related("lesson", "objective"))

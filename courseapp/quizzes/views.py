@@ -15,6 +15,7 @@ from courseapp.quizzes.responses import ResponseError, from_form, validate
 from courseapp.quizzes.selectors import (
     anchor_label,
     anchor_url,
+    attempt_history,
     attempts_count,
     latest_attempt,
     new_nonce,
@@ -24,7 +25,7 @@ from courseapp.quizzes.selectors import (
 from courseapp.quizzes.services import attempt_submit
 
 
-def feedback_context(*, question, attempt, learner) -> dict | None:
+def feedback_context(*, question, attempt, learner, tries: int | None = None) -> dict | None:
     """What the learner sees after a submission. The key is revealed only once the answer is
     right or after a second try, so the first feedback points to the lesson, not the answer."""
     if attempt is None:
@@ -35,7 +36,8 @@ def feedback_context(*, question, attempt, learner) -> dict | None:
         verdict = "partial"
     else:
         verdict = "wrong"
-    tries = attempts_count(learner=learner, question=question)
+    if tries is None:
+        tries = attempts_count(learner=learner, question=question)
     return {
         "verdict": verdict,
         "percent": round(attempt.score * 100),
@@ -72,30 +74,40 @@ def _display(question, attempt, seed):
     return {"value": response.get("value", response.get("text", ""))}
 
 
-def card_context(*, question, learner, seed, attempt=None, error=None) -> dict:
-    if attempt is None and error is None:
-        attempt = latest_attempt(learner=learner, question=question)
+_LOOK_UP = object()
+
+
+def card_context(*, question, learner, seed, attempt=_LOOK_UP, tries: int | None = None, error=None) -> dict:
+    """One card. A page of cards passes each one's `attempt` and `tries` (looked up together,
+    see attempt_history); a single card looks its own up."""
+    if attempt is _LOOK_UP:
+        attempt = None if error is not None else latest_attempt(learner=learner, question=question)
     return {
         "q": question,
         "prompt": markdown_inline(question.prompt),
         "nonce": new_nonce(),
         "display": _display(question, attempt, seed),
-        "feedback": feedback_context(question=question, attempt=attempt, learner=learner),
+        "feedback": feedback_context(question=question, attempt=attempt, learner=learner, tries=tries),
         "error": error,
     }
 
 
+def _cards(questions, *, learner, seed) -> list[dict]:
+    history = attempt_history(learner=learner, questions=questions)
+    return [
+        card_context(question=q, learner=learner, seed=seed, attempt=history.get(q.pk, (None, 0))[0], tries=history.get(q.pk, (None, 0))[1])
+        for q in questions
+    ]
+
+
 def question_cards(request, *, learner, section) -> list[dict]:
-    seed = request_seed(request, learner)
-    return [card_context(question=q, learner=learner, seed=seed) for q in questions_for_section(section=section)]
+    return _cards(questions_for_section(section=section), learner=learner, seed=request_seed(request, learner))
 
 
 def selfcheck_html(request, *, learner, lesson) -> str:
-    seed = request_seed(request, learner)
-    groups = []
-    for objective in lesson.objectives.prefetch_related("questions"):
-        cards = [card_context(question=q, learner=learner, seed=seed) for q in objective.questions.all()]
-        groups.append({"objective": objective, "cards": cards})
+    objectives = list(lesson.objectives.prefetch_related("questions__lesson"))
+    cards = iter(_cards([q for o in objectives for q in o.questions.all()], learner=learner, seed=request_seed(request, learner)))
+    groups = [{"objective": o, "cards": [next(cards) for _ in o.questions.all()]} for o in objectives]
     return render_to_string("quizzes/selfcheck.html", {"groups": groups, "lesson": lesson}, request=request)
 
 
