@@ -2,7 +2,8 @@
 from dataclasses import dataclass
 
 from courseapp.learners.models import Learner
-from courseapp.quizzes.models import Attempt, Question
+from courseapp.lessons.outline import outline_for
+from courseapp.quizzes.models import Attempt
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,15 +33,11 @@ def latest_scores(learner: Learner | None, questions) -> dict[int, float]:
 
 
 def mastery_by_objective(*, learner: Learner | None, lesson) -> list[Mastery]:
-    objectives = list(lesson.objectives.all())
-    # Ids only: this runs on every page, and whole Question rows would decode three JSON fields each.
-    by_objective: dict[int, list[int]] = {}
-    for question_id, objective_id in Question.objects.filter(lesson=lesson).values_list("pk", "objective_id"):
-        by_objective.setdefault(objective_id, []).append(question_id)
-    scores = latest_scores(learner, [q for ids in by_objective.values() for q in ids])
+    grouped = outline_for(lesson).questions_by_objective()
+    scores = latest_scores(learner, [q.pk for _, qs in grouped for q in qs])
     out = []
-    for objective in objectives:
-        ids = by_objective.get(objective.pk, [])
+    for objective, questions in grouped:
+        ids = [q.pk for q in questions]
         total = len(ids)
         answered = sum(1 for i in ids if i in scores)
         score = sum(scores.get(i, 0.0) for i in ids) / total if total else 0.0
@@ -57,12 +54,12 @@ def sections_read(*, learner: Learner | None, lesson) -> set[int]:
 def sections_with_read(*, learner: Learner | None, lesson) -> list[tuple]:
     """(section, read?) in lesson order: the table of contents with its check marks."""
     read = sections_read(learner=learner, lesson=lesson)
-    return [(s, s.pk in read) for s in lesson.sections.all()]
+    return [(s, s.pk in read) for s in outline_for(lesson).sections]
 
 
 def resume_section(*, learner: Learner | None, lesson):
     """Where to continue: the last section opened, else the first unread one, else the first."""
-    sections = list(lesson.sections.all())
+    sections = outline_for(lesson).sections
     if not sections:
         return None
     if learner is not None and learner.last_section_id:

@@ -28,6 +28,7 @@ class Lesson(models.Model):
     layer = models.CharField(max_length=100, blank=True)
     keywords = models.JSONField(default=list, blank=True)
     available = models.BooleanField(default=False, help_text="Has content learners can open.")
+    updated_at = models.DateTimeField(auto_now=True)  # with its rows', the content version (outline.py)
 
     class Meta:
         ordering = ["number"]
@@ -44,6 +45,7 @@ class Objective(models.Model):
     slug = models.SlugField()
     order = models.PositiveSmallIntegerField()
     text = models.TextField()
+    updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["lesson", "order"]

@@ -11,7 +11,6 @@ from pathlib import Path
 import markdown
 from bs4 import BeautifulSoup, NavigableString
 from django.core.cache import cache
-from django.db.models import Count, Max
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils.html import escape
@@ -131,20 +130,18 @@ CODE_STAMP = _code_stamp()
 CACHE_SECONDS = 24 * 60 * 60
 
 
-def section_cache_key(section) -> str:
-    """Section, language and content version: `load_content` and admin edits touch
-    `updated_at` on the rows they change, so a new version is a new key (no explicit purge)."""
-    glossary = section.lesson.glossary.aggregate(n=Count("pk"), last=Max("updated_at"))
-    last = glossary["last"].timestamp() if glossary["last"] else 0
-    version = f"{section.pk}:{section.updated_at.timestamp()}:{glossary['n']}:{last}:{get_language()}:{CODE_STAMP}"
+def section_cache_key(section, *, outline) -> str:
+    """Section, language and content version (see outline.py): a new version is a new key,
+    so an edit never needs a purge."""
+    version = f"{section.pk}:{outline.version}:{get_language()}:{CODE_STAMP}"
     return "section-html:" + hashlib.sha1(version.encode()).hexdigest()
 
 
-def render_section_cached(section) -> str:
+def render_section_cached(section, *, outline) -> str:
     """The section's HTML (without the learner's self-check cards), rendered once per version."""
-    key = section_cache_key(section)
+    key = section_cache_key(section, outline=outline)
     html = cache.get(key)
     if html is None:
-        html = render_section(section, list(section.lesson.glossary.all()))
+        html = render_section(section, list(outline.glossary))
         cache.set(key, html, CACHE_SECONDS)
     return html

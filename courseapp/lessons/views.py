@@ -6,7 +6,8 @@ from courseapp.learners.selectors import mastery_by_objective, resume_section, s
 from courseapp.learners.services import learner_get, section_mark_read, section_visit
 from courseapp.lessons.models import Course, Lesson
 from courseapp.lessons.rendering import SELFCHECK_SLOT, render_section_cached
-from courseapp.lessons.selectors import lesson_get, lesson_neighbours, section_neighbours
+from courseapp.lessons.outline import outline_get
+from courseapp.lessons.selectors import lesson_get, lesson_neighbours
 from courseapp.quizzes.selectors import anchor_label, anchor_url
 from courseapp.quizzes.views import question_cards, selfcheck_html
 
@@ -43,13 +44,13 @@ def lesson_detail(request, number):
 
 
 def section_detail(request, number, slug):
-    lesson = lesson_get(number=number)
-    section = get_object_or_404(lesson.sections, slug=slug)
+    outline = outline_get(number=number)
+    lesson, section = outline.lesson, outline.section(slug)
     learner = learner_get(request)  # a GET writes nothing: a visitor's first answer or read mark makes the row
-    body = render_section_cached(section)
+    body = render_section_cached(section, outline=outline)
     if SELFCHECK_SLOT in body:
         body = body.replace(SELFCHECK_SLOT, selfcheck_html(request, learner=learner, lesson=lesson))
-    prev_section, next_section = section_neighbours(section=section)
+    prev_section, next_section = outline.neighbours(section)
     toc = sections_with_read(learner=learner, lesson=lesson)
     return render(
         request,

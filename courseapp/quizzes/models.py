@@ -25,6 +25,7 @@ class Question(models.Model):
     explanation = models.TextField(blank=True, help_text="Markdown, shown after a submission")
     hint = models.TextField(blank=True)
     choice_feedback = models.JSONField(default=dict, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)  # part of the lesson's content version
 
     class Meta:
         ordering = ["lesson", "order"]

@@ -2,7 +2,7 @@
 import secrets
 from dataclasses import dataclass
 
-from courseapp.lessons.selectors import anchor_pages
+from courseapp.lessons.outline import outline_for
 from courseapp.quizzes.models import Attempt, Question
 
 
@@ -20,7 +20,7 @@ def anchor_label(anchor: str) -> str:
 
 
 def anchor_url(lesson, anchor: str) -> str:
-    page = anchor_pages(lesson=lesson).get(anchor)
+    page = outline_for(lesson).anchor_pages.get(anchor)
     if page is None:
         return lesson.get_absolute_url()
     return f"{page}#{anchor}"
@@ -80,4 +80,4 @@ def attempt_history(*, learner, questions) -> dict[int, tuple[Attempt, int]]:
 
 
 def questions_for_section(*, section):
-    return list(section.lesson.questions.filter(anchor__in=section.anchors).select_related("lesson", "objective"))
+    return outline_for(section.lesson).questions_for(section)

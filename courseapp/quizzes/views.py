@@ -8,6 +8,7 @@ from django_htmx.http import reswap, retarget
 from courseapp.learners.order_seed import request_seed
 from courseapp.learners.selectors import mastery_by_objective
 from courseapp.learners.services import learner_get
+from courseapp.lessons.outline import outline_for
 from courseapp.lessons.rendering import markdown_inline, markdown_to_html
 from courseapp.quizzes.models import Question
 from courseapp.quizzes.presenting import opaque_id, shown
@@ -105,9 +106,9 @@ def question_cards(request, *, learner, section) -> list[dict]:
 
 
 def selfcheck_html(request, *, learner, lesson) -> str:
-    objectives = list(lesson.objectives.prefetch_related("questions__lesson"))
-    cards = iter(_cards([q for o in objectives for q in o.questions.all()], learner=learner, seed=request_seed(request, learner)))
-    groups = [{"objective": o, "cards": [next(cards) for _ in o.questions.all()]} for o in objectives]
+    grouped = outline_for(lesson).questions_by_objective()
+    cards = iter(_cards([q for _, qs in grouped for q in qs], learner=learner, seed=request_seed(request, learner)))
+    groups = [{"objective": o, "cards": [next(cards) for _ in qs]} for o, qs in grouped]
     return render_to_string("quizzes/selfcheck.html", {"groups": groups, "lesson": lesson}, request=request)
 
 
