@@ -26,3 +26,12 @@ def lesson(db):
     from courseapp.lessons.models import Lesson
 
     return Lesson.objects.get(number=21)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    """Sessions, throttles and rendered sections live in the cache: no test sees another's."""
+    from django.core.cache import cache
+
+    cache.clear()
+    yield

@@ -146,12 +146,21 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = 16 * 1024
 DATA_UPLOAD_MAX_NUMBER_FIELDS = 200
 
 SESSION_COOKIE_AGE = 60 * 60 * 24 * 180  # guests keep their progress for half a year
+# Sessions are read on every page: from the cache, with the database behind it (writes go to both).
+SESSION_ENGINE = "django.contrib.sessions.backends.cached_db"
+# One process by default: a local-memory cache big enough for a class's sessions and rendered
+# sections (Redis replaces it when scaled, below).
+CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "OPTIONS": {"MAX_ENTRIES": 20000}}}
 
 # Scaled mode: with REDIS_URL set, Celery workers on the "engine" queue host the demo's engines
 # and frames travel through channels-redis. Without it, everything runs in this one process.
 REDIS_URL = os.environ.get("REDIS_URL", "")
 DEMO_HOST = "celery" if REDIS_URL else "embedded"
-DEMO_MAX_ACTIVE_RUNS = int(os.environ.get("DEMO_MAX_ACTIVE_RUNS", "6"))
+DEMO_MAX_ACTIVE_RUNS = int(os.environ.get("DEMO_MAX_ACTIVE_RUNS", "6"))  # runs someone is watching, server-wide
+# Per client address: a class behind one NAT address shares it, so raise it for such a room.
+DEMO_MAX_RUNS_PER_ADDRESS = int(os.environ.get("DEMO_MAX_RUNS_PER_ADDRESS", "3"))
+DEMO_PAUSED_IDLE_S = int(os.environ.get("DEMO_PAUSED_IDLE_S", "600"))  # a paused run with nothing happening ends
+DEMO_MAX_RUN_S = int(os.environ.get("DEMO_MAX_RUN_S", "900"))  # a learner's run ends after this long at the latest
 DEMO_STEP_DELAY = float(os.environ.get("DEMO_STEP_DELAY", "0.08"))  # seconds between steps at ×1, so people can watch
 if REDIS_URL:
     # redis-py 8 reads with a 5 s socket timeout by default, which aborts the layer's blocking
