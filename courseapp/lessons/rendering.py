@@ -115,18 +115,19 @@ def render_section(section, terms) -> str:
     return str(soup)
 
 
-def _code_stamp() -> str:
-    """Changes when this module or a diagram template changes, so a deploy never serves HTML
-    rendered by older code from a shared (Redis) cache."""
-    here = Path(__file__)
-    files = [here, *sorted((here.parents[2] / "templates" / "lessons" / "diagrams").glob("*.html"))]
+def code_stamp(*folders: str) -> str:
+    """A digest of this module and the templates in `folders`: part of every cache key for
+    rendered HTML, so a deploy never serves markup made by older code from a shared (Redis)
+    cache."""
+    root = Path(__file__).parents[2] / "templates"
+    files = [Path(__file__), *(f for folder in folders for f in sorted((root / folder).glob("*.html")))]
     digest = hashlib.sha1()
     for f in files:
         digest.update(f.read_bytes())
     return digest.hexdigest()[:12]
 
 
-CODE_STAMP = _code_stamp()
+CODE_STAMP = code_stamp("lessons/diagrams")
 CACHE_SECONDS = 24 * 60 * 60
 
 

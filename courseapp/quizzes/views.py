@@ -1,7 +1,9 @@
 from django.http import HttpResponse, HttpResponseBadRequest
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
+from django.utils.functional import SimpleLazyObject
 from django.utils.translation import gettext as _
+from django.utils.translation import get_language
 from django.views.decorators.http import require_POST
 from django_htmx.http import reswap, retarget
 
@@ -9,7 +11,7 @@ from courseapp.learners.order_seed import request_seed
 from courseapp.learners.selectors import mastery_by_objective
 from courseapp.learners.services import learner_get
 from courseapp.lessons.outline import outline_for
-from courseapp.lessons.rendering import markdown_inline, markdown_to_html
+from courseapp.lessons.rendering import code_stamp, markdown_inline, markdown_to_html
 from courseapp.quizzes.models import Question
 from courseapp.quizzes.presenting import opaque_id, shown
 from courseapp.quizzes.responses import ResponseError, from_form, validate
@@ -76,20 +78,29 @@ def _display(question, attempt, seed):
 
 
 _LOOK_UP = object()
+_CARD_STAMP = code_stamp("quizzes/partials")  # the last part of the key changes with SECRET_KEY (the ids)
 
 
-def card_context(*, question, learner, seed, attempt=_LOOK_UP, tries: int | None = None, error=None) -> dict:
+def card_context(*, question, learner, seed, attempt=_LOOK_UP, tries: int | None = None) -> dict:
     """One card. A page of cards passes each one's `attempt` and `tries` (looked up together,
-    see attempt_history); a single card looks its own up."""
+    see attempt_history); a single card looks its own up.
+
+    Everything but the nonce (and the CSRF token) is the same until the learner answers again,
+    so the card's markup is cached under `cache_key` and the parts below are only computed
+    when the cache misses (lazily: the template asks for them inside `{% cache %}`).
+    """
     if attempt is _LOOK_UP:
-        attempt = None if error is not None else latest_attempt(learner=learner, question=question)
+        attempt = latest_attempt(learner=learner, question=question)
+    if tries is None:
+        tries = attempts_count(learner=learner, question=question)
+    version = outline_for(question.lesson).version
     return {
         "q": question,
-        "prompt": markdown_inline(question.prompt),
         "nonce": new_nonce(),
-        "display": _display(question, attempt, seed),
-        "feedback": feedback_context(question=question, attempt=attempt, learner=learner, tries=tries),
-        "error": error,
+        "cache_key": f"{question.pk}/{version}/{seed}/{attempt.pk if attempt else 0}/{tries}/{get_language()}/{_CARD_STAMP}/{opaque_id('', 'cache', '')}",
+        "prompt": SimpleLazyObject(lambda: markdown_inline(question.prompt)),
+        "display": SimpleLazyObject(lambda: _display(question, attempt, seed)),
+        "feedback": SimpleLazyObject(lambda: feedback_context(question=question, attempt=attempt, learner=learner, tries=tries)),
     }
 
 

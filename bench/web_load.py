@@ -1,0 +1,246 @@
+"""A class on `make run`: 50 learners reading, answering and marking sections at once while one
+demo scene streams to a websocket viewer.
+
+    python -m bench.web_load [--clients 50] [--seconds 30] [--preset preemption]
+
+Starts the server exactly as `make run` does (`make run` with DATABASE_URL pointing at a
+throwaway SQLite file, so migrate, load_content and the Daphne command are the real ones),
+then measures, side by side in one run:
+  1. the demo's engine step rate with the server otherwise idle;
+  2. the same under load: each client has its own cookie jar (its own session) and picks
+     section pages 70 %, self-check submits 20 % (htmx POSTs with a real answer and nonce
+     from the card), read marks 10 %.
+Prints req/s, p50/p95/p99, errors (5xx, refused or timed-out requests) and steps/s under
+load ÷ idle. Targets (DESIGN.md): 0 errors, p95 ≤ 250 ms, ≥ 150 req/s, ratio ≥ 0.8.
+"""
+import argparse
+import asyncio
+import json
+import os
+import random
+import re
+import signal
+import socket
+import statistics
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx2 as httpx
+import websockets
+
+ROOT = Path(__file__).resolve().parent.parent
+SECTIONS = ["s0", "s1", "s2", "s3", "s4", "s5", "s6", "appendix-a", "appendix-b", "appendix-c"]
+CARD = re.compile(r'<div class="question" id="q-([\w-]+)"[^>]*data-type="(\w+)"(.*?)</form>', re.S)
+NONCE = re.compile(r'name="nonce"[^>]*value="([^"]+)"')
+CHOICE = re.compile(r'name="choice" value="([^"]+)"')
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(tmp: str):
+    """`make run` on a throwaway database; returns (process, base url)."""
+    port = free_port()
+    env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp}/bench.sqlite3", "PORT": str(port)}
+    env.pop("DEBUG", None)
+    log = open(Path(tmp) / "server.log", "w")
+    proc = subprocess.Popen(["make", "--no-print-directory", "run"], cwd=ROOT, env=env, stdout=log,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"make run exited: {(Path(tmp) / 'server.log').read_text()[-2000:]}")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return proc, f"http://127.0.0.1:{port}"
+        time.sleep(0.2)
+    raise RuntimeError("the server did not start")
+
+
+def stop_server(proc) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(10)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+@dataclass
+class Tally:
+    latencies: dict = field(default_factory=lambda: {"page": [], "submit": [], "read": []})
+    errors: list = field(default_factory=list)
+    client_errors: list = field(default_factory=list)
+
+    def record(self, kind: str, began: float, response: httpx.Response) -> None:
+        self.latencies[kind].append(time.perf_counter() - began)
+        if response.status_code >= 500:
+            self.errors.append(f"{kind} {response.request.url.path} → {response.status_code}")
+        elif response.status_code >= 400:
+            self.client_errors.append(f"{kind} {response.request.url.path} → {response.status_code}")
+
+
+def _answer(card_type: str, body: str) -> dict | None:
+    """A plausible answer for a card, as the browser's form would send it."""
+    nonce = NONCE.search(body)
+    if nonce is None:
+        return None
+    data = {"nonce": nonce.group(1)}
+    choices = CHOICE.findall(body)
+    if card_type == "single" and choices:
+        data["choice"] = random.choice(choices)
+    elif card_type == "multi" and choices:
+        data["choice"] = random.sample(choices, k=random.randint(1, len(choices)))
+    elif card_type == "numeric":
+        data["value"] = str(random.choice([3, 16, 4096, 2.5]))
+    elif card_type == "short":
+        data["text"] = random.choice(["외부 단편화", "preemption", "블록 테이블"])
+    else:
+        return None
+    return data
+
+
+async def learner(url: str, deadline: float, tally: Tally, seed: int) -> None:
+    rng = random.Random(seed)
+    async with httpx.AsyncClient(base_url=url, timeout=30.0) as client:
+        cards: list = []
+        section = rng.choice(SECTIONS)
+        while time.perf_counter() < deadline:
+            roll = rng.random()
+            try:
+                if roll < 0.7 or not cards:
+                    section = rng.choice(SECTIONS)
+                    began = time.perf_counter()
+                    r = await client.get(f"/lessons/21/{section}/")
+                    tally.record("page", began, r)
+                    found = [(slug, kind, body) for slug, kind, body in CARD.findall(r.text)]
+                    cards = found or cards
+                elif roll < 0.9:
+                    slug, kind, body = rng.choice(cards)
+                    data = _answer(kind, body)
+                    if data is None:
+                        continue
+                    began = time.perf_counter()
+                    r = await client.post(f"/questions/{slug}/submit/", data=data, headers=_htmx(client))
+                    tally.record("submit", began, r)
+                else:
+                    began = time.perf_counter()
+                    r = await client.post(f"/lessons/21/{section}/read/", headers=_htmx(client))
+                    tally.record("read", began, r)
+            except httpx.HTTPError as exc:
+                tally.errors.append(f"{type(exc).__name__}: {exc}")
+
+
+def _htmx(client) -> dict:
+    return {"HX-Request": "true", "X-CSRFToken": client.cookies.get("csrftoken", ""), "Referer": str(client.base_url)}
+
+
+async def start_scene(url: str, preset: str) -> str:
+    """Open a scene as the page's script does: GET the page, then POST to start it."""
+    async with httpx.AsyncClient(base_url=url, timeout=60.0, follow_redirects=True) as client:
+        page = await client.get(f"/demo/?preset={preset}")
+        r = await client.post("/demo/runs/", data={"preset": preset}, headers=_htmx(client))
+        text = r.text if r.status_code < 400 else page.text
+        found = re.search(r'"run"\s*:\s*"([0-9a-f-]{36})"', text) or re.search(r'data-run="([0-9a-f-]{36})"', text)
+        if found is None:
+            raise RuntimeError(f"could not start the scene: {r.status_code} {r.text[:300]}")
+        return found.group(1)
+
+
+async def watch_demo(url: str, preset: str, stop: asyncio.Event, steps: list) -> None:
+    """One viewer; scenes restart back to back until `stop`. Records (time, steps advanced)."""
+    while not stop.is_set():
+        run_id = await start_scene(url, preset)
+        ws_url = url.replace("http://", "ws://") + f"/ws/demo/runs/{run_id}/"
+        last = None
+        async with websockets.connect(ws_url, origin=url, max_size=None) as sock:
+            while not stop.is_set():
+                try:
+                    frame = json.loads(await asyncio.wait_for(sock.recv(), 1.0))
+                except asyncio.TimeoutError:
+                    continue
+                if frame.get("lanes"):
+                    step = max(lane["step"] for lane in frame["lanes"])
+                    if last is not None and step > last:
+                        steps.append((time.perf_counter(), step - last))
+                    last = step
+                if frame.get("status") in ("finished", "failed", "stopped", "expired"):
+                    break
+
+
+def step_rate(steps: list, since: float, until: float) -> float:
+    window = [(t, n) for t, n in steps if since <= t <= until]
+    if len(window) < 2:
+        return 0.0
+    return sum(n for _, n in window[1:]) / (window[-1][0] - window[0][0])
+
+
+async def measure(url: str, clients: int, seconds: float, preset: str | None, idle_seconds: float) -> dict:
+    stop, steps = asyncio.Event(), []
+    idle_from = idle_until = 0.0
+    demo = None
+    if preset:
+        demo = asyncio.create_task(watch_demo(url, preset, stop, steps))
+        await asyncio.sleep(3)  # the first scene loads the model
+        idle_from = time.perf_counter()
+        await asyncio.sleep(idle_seconds)
+        idle_until = time.perf_counter()
+    tally = Tally()
+    began = time.perf_counter()
+    deadline = began + seconds
+    await asyncio.gather(*(learner(url, deadline, tally, seed) for seed in range(clients)))
+    elapsed = time.perf_counter() - began
+    stop.set()
+    if demo is not None:
+        await demo
+    return {"tally": tally, "elapsed": elapsed, "idle": step_rate(steps, idle_from, idle_until),
+            "load": step_rate(steps, began, began + elapsed)}
+
+
+def report(result: dict, clients: int) -> None:
+    tally, elapsed = result["tally"], result["elapsed"]
+    every = [x for xs in tally.latencies.values() for x in xs]
+    total = len(every)
+    print(f"{clients} clients × {elapsed:.1f} s on `make run` (Daphne, SQLite, embedded engine), this machine: {os.cpu_count()} cores")
+    print(f"{'kind':>8} {'requests':>9} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8}")
+    for kind, xs in [*tally.latencies.items(), ("all", every)]:
+        if len(xs) < 2:
+            continue
+        q = statistics.quantiles([x * 1000 for x in xs], n=100)
+        print(f"{kind:>8} {len(xs):9d} {statistics.median(xs) * 1000:8.1f} {q[94]:8.1f} {q[98]:8.1f}")
+    print(f"throughput: {total / elapsed:.1f} req/s")
+    print(f"errors: {len(tally.errors)} (5xx, refused, timed out); 4xx: {len(tally.client_errors)}")
+    for line in sorted(set(tally.errors + tally.client_errors))[:10]:
+        print("   ", line)
+    idle, load = result["idle"], result["load"]
+    ratio = load / idle if idle else 0.0
+    print(f"demo steps/s: idle {idle:.2f}, under load {load:.2f}; under load ÷ idle: {ratio:.2f}")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--clients", type=int, default=50)
+    ap.add_argument("--seconds", type=float, default=30.0)
+    ap.add_argument("--idle-seconds", type=float, default=10.0)
+    ap.add_argument("--preset", default="preemption", help="the demo scene streamed meanwhile ('' for none)")
+    ap.add_argument("--url", help="measure a server that is already running instead of starting one")
+    args = ap.parse_args(argv)
+    if args.url:
+        report(asyncio.run(measure(args.url, args.clients, args.seconds, args.preset, args.idle_seconds)), args.clients)
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        proc, url = start_server(tmp)
+        try:
+            result = asyncio.run(measure(url, args.clients, args.seconds, args.preset, args.idle_seconds))
+        finally:
+            stop_server(proc)
+        report(result, args.clients)
+
+
+if __name__ == "__main__":
+    main()
