@@ -1,16 +1,17 @@
 """One websocket per watcher of a run: a snapshot first, then frames; prompts and controls in."""
 import asyncio
-import json
+import logging
 import time
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.utils.translation import gettext as _
 
-from courseapp.demo import events, selectors, services
+from courseapp.demo import events, inbound, keeper, selectors, services
 
-MAX_PROMPT_CHARS = 500
+logger = logging.getLogger("courseapp.demo")
 WATCH_EVERY_S = 2.0
+MARK_WATCHED_EVERY_S = 10.0  # services.WATCHING_WITHIN allows for two of these to go missing
 
 
 class RunConsumer(AsyncJsonWebsocketConsumer):
@@ -26,9 +27,10 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
         self.last_seen = time.monotonic()
-        self.failed_sent = False
+        self.ended_sent = False
         # The session and the learner load from the database: not on the event loop.
-        self.learner_id = await database_sync_to_async(selectors.learner_id_for)(self.scope.get("user"), self.scope.get("session"))
+        self.viewer = await database_sync_to_async(selectors.viewer_for)(run, user=self.scope.get("user"), session=self.scope.get("session"))
+        await self._mark_watched()
         await self._send_snapshot(run)
         self.watchdog = asyncio.create_task(self._watch())
 
@@ -46,6 +48,11 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
     async def _error(self, message: str, **extra):
         await self.send_json({"type": "error", "message": message, **extra})
 
+    async def _mark_watched(self):
+        self.marked_at = time.monotonic()
+        keeper.ensure_started()  # the reaper runs wherever someone watches
+        await database_sync_to_async(services.run_watched)(run_id=self.run_id)
+
     async def _send_snapshot(self, run):
         """The current picture first. A run that has not drawn yet sends its opening snapshot to
         the group this socket already joined, so nothing is missed either way."""
@@ -59,92 +66,92 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
             if embedded.is_alive(self.run_id):
                 return
         if not run.is_active:
-            frame = selectors.run_last_frame(run)
-            if frame is not None:
-                await self.send_json(frame)
-                return
-        await self.send_json({"type": "status", "run": self.run_id, "status": run.status, "message": run.error})
+            self.ended_sent = True
+            if selectors.can_read_trace(run, self.viewer):
+                frame = await database_sync_to_async(selectors.run_last_frame)(run)
+                if frame is not None:
+                    await self.send_json(frame)
+                    return
+        await self._send_status(run)
         if run.is_active:  # hosted by a worker: ask it for a fresh snapshot
             await database_sync_to_async(services.run_command)(run=run, cmd={"type": "snapshot"})
 
+    async def _send_status(self, run):
+        await self.send_json({"type": "status", "run": self.run_id, "status": run.status, "reason": run.end_reason,
+                              "message": run.end_message})
+
     async def _watch(self):
-        """No frame for a while: check the run's heartbeat so a dead host shows up as failed."""
+        """Every few seconds: tell the reaper someone watches; and if no frame came, check the
+        run, so a dead host shows up as failed and a run ended from outside says why."""
         while True:
             await asyncio.sleep(WATCH_EVERY_S)
-            if time.monotonic() - self.last_seen < WATCH_EVERY_S:
-                continue
-            run = await database_sync_to_async(selectors.run_get)(self.run_id)
-            if run is None:
-                return
-            if run.status == "running":
-                if await database_sync_to_async(services.run_fail_if_stale)(run=run):
-                    run.status, run.error = "failed", _("the engine worker stopped responding")
-            if run.status == "failed" and not self.failed_sent:
-                self.failed_sent = True
-                await self.send_json({"type": "error", "status": "failed", "message": run.error or _("the run failed")})
+            try:
+                if time.monotonic() - self.marked_at >= MARK_WATCHED_EVERY_S:
+                    await self._mark_watched()
+                if time.monotonic() - self.last_seen < WATCH_EVERY_S or self.ended_sent:
+                    continue
+                run = await database_sync_to_async(selectors.run_get)(self.run_id)
+                if run is None:
+                    return
+                if run.status == "running" and await database_sync_to_async(services.run_fail_if_stale)(run=run):
+                    run = await database_sync_to_async(selectors.run_get)(self.run_id)
+                if not run.is_active:
+                    self.ended_sent = True
+                    if run.status == "failed":
+                        await self._error(run.error or _("the run failed"), status="failed")
+                    else:
+                        await self._send_status(run)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a busy database: look again next round
+                logger.warning("demo watchdog for run %s", self.run_id, exc_info=True)
 
     # --- in ----------------------------------------------------------------------------------
     async def receive(self, text_data=None, bytes_data=None, **kwargs):
-        """Malformed input gets an error frame; the socket stays open."""
+        """Whatever arrives, the answer is a frame and the socket stays open."""
         try:
-            content = json.loads(text_data or "")
-        except (TypeError, ValueError):
-            await self._error(_("malformed message: send a JSON object"))
-            return
-        if not isinstance(content, dict):
-            await self._error(_("malformed message: send a JSON object"))
-            return
-        await self.receive_json(content)
+            message = inbound.validate(inbound.parse(text_data))
+            await self._handle(message)
+        except inbound.Invalid as exc:
+            await self._error(str(exc))
+        except services.DemoRefused as exc:
+            await self._error(str(exc))
+        except Exception:
+            logger.exception("demo socket message for run %s", self.run_id)
+            await self._error(_("the server could not handle that message"))
 
-    async def receive_json(self, content, **kwargs):
-        kind = content.get("type")
+    async def _handle(self, message: inbound.Message):
+        if message.type == "ping":
+            await self.send_json({"type": "pong"})
+            return
         run = await database_sync_to_async(selectors.run_get)(self.run_id)
         if run is None or not run.is_active:
             await self._error(_("this run has ended"))
             return
-        learner_id = self.learner_id
-        user = self.scope.get("user")
-        if kind == "ping":
-            await self.send_json({"type": "pong"})
-        elif kind == "submit":
-            await self._submit(run, content, learner_id, user)
-        elif kind in ("pause", "resume", "step", "speed", "stop"):
-            if not selectors.can_control(run, learner_id=learner_id, user=user):
-                await self._error(_("only the person who started this run can control it"))
-                return
-            cmd = {"type": kind}
-            if kind == "speed":
-                try:
-                    cmd["value"] = float(content.get("value"))
-                except (TypeError, ValueError):
-                    await self._error(_("speed needs a number"))
-                    return
-            await database_sync_to_async(services.run_command)(run=run, cmd=cmd)
-        else:
-            await self._error(_("unknown message type %(kind)r") % {"kind": str(kind)[:40]})
+        if message.type == "submit":
+            await self._submit(run, message)
+            return
+        if not selectors.can_control(run, self.viewer):
+            await self._error(_("only the person who started this run can control it"))
+            return
+        if message.type == "stop":
+            await database_sync_to_async(services.run_end)(run=run, status="stopped", reason="owner")
+            return
+        cmd = {"type": message.type, **({"value": message.value} if message.type == "speed" else {})}
+        await database_sync_to_async(services.run_command)(run=run, cmd=cmd)
 
-    async def _submit(self, run, content, learner_id, user):
-        prompt = content.get("prompt")
-        if not isinstance(prompt, str) or not prompt.strip():
-            await self._error(_("type a prompt first"))
-            return
-        if len(prompt) > MAX_PROMPT_CHARS:
-            await self._error(_("the prompt is too long: at most %(n)d characters") % {"n": MAX_PROMPT_CHARS})
-            return
+    async def _submit(self, run, message: inbound.Message):
         if not run.spec.get("open"):
             await self._error(_("this run replays a fixed scene; start your own run to send prompts"))
             return
-        who = f"user:{user.pk}" if user is not None and user.is_authenticated else f"learner:{learner_id or self.channel_name}"
-        try:
-            await database_sync_to_async(services.rate_limit)(key=who, limit=6, per_seconds=60)
-        except services.DemoRefused as exc:
-            await self._error(str(exc))
+        if not selectors.can_submit(run, self.viewer):
+            if run.is_class:
+                await self._error(_("join this class run with its code to send prompts"))
+            else:
+                await self._error(_("only the person who started this run can send prompts to it"))
             return
-        owner = user.get_username() if user is not None and user.is_authenticated else (f"guest {learner_id}" if learner_id else "guest")
-        max_tokens = content.get("max_tokens", 64)
-        if not isinstance(max_tokens, int) or not 1 <= max_tokens <= 256:
-            await self._error(_("max_tokens must be an integer from 1 to 256"))
-            return
-        await database_sync_to_async(services.run_command)(
-            run=run, cmd={"type": "submit", "prompt": prompt.strip(), "owner": owner, "max_tokens": max_tokens}
-        )
+        # Only a valid prompt from someone allowed to send it counts against the limit.
+        await database_sync_to_async(services.prompt_allow)(learner_id=self.viewer.learner_id)
+        cmd = {"type": "submit", "prompt": message.prompt, "max_tokens": message.max_tokens,
+               "owner": selectors.owner_label(run, self.viewer)}
+        await database_sync_to_async(services.run_command)(run=run, cmd=cmd)

@@ -125,6 +125,7 @@ class FrameBuilder:
         self.paused = False
         self.speed = 1.0
         self.message = ""
+        self.reason = ""  # why it ended, once it has (DemoRun.EndReason)
         self._last_sent = 0.0
         self._dirty = False
 
@@ -140,6 +141,6 @@ class FrameBuilder:
         self._last_sent = time.monotonic()
         self._dirty = False
         return {
-            "type": kind, "seq": self.seq, "run": self.run_id, "sent_at": time.time(), "status": self.status, "paused": self.paused,
-            "speed": self.speed, "message": self.message, "lanes": [lane.to_dict() for lane in self.lanes],
+            "type": kind, "seq": self.seq, "run": self.run_id, "sent_at": time.time(), "status": self.status, "reason": self.reason,
+            "paused": self.paused, "speed": self.speed, "message": self.message, "lanes": [lane.to_dict() for lane in self.lanes],
         }

@@ -1,23 +1,28 @@
 """The one module through which Django reaches the engine.
 
 A RunSession drives one demo run: its engines (lanes) step in lockstep, scripted and learner
-requests join, pause/step/speed commands apply, and coalesced frames are published. The same
-session runs in a thread inside the ASGI process (embedded, the default) or inside a Celery
-worker on the "engine" queue (scaled); only the host around it differs.
+requests join, pause/step/speed/stop commands apply, and coalesced frames are published. The
+same session runs in a thread inside the ASGI process (embedded, the default) or inside a
+Celery worker on the "engine" queue (scaled); only the host around it differs. Sessions never
+touch the database: their host reports begin, heartbeat and end (courseapp/demo/keeper.py).
 """
+import atexit
+import functools
 import logging
 import queue
 import threading
 import time
 from dataclasses import dataclass
+from datetime import datetime, timezone as dt_timezone
 
 from courseapp.demo.frames import FrameBuilder, LaneState
+from courseapp.demo.traces import TraceRecorder
 
 logger = logging.getLogger("courseapp.demo")
 
-HEARTBEAT_S = 1.0
 IDLE_CLOSE_S = 600  # an open run with nothing to do closes after this long
-MAX_TRACE = 600  # frames kept for replay
+TICKING_WITHIN_S = 10.0  # a session whose loop has not come round for this long is hung
+EXPIRED_REASONS = {"no_viewer", "never_picked_up", "lifetime", "paused_idle", "idle"}
 
 
 def _engine():
@@ -34,6 +39,21 @@ def shared_model():
     return load_model(eng.EngineConfig().model)
 
 
+@functools.lru_cache(maxsize=1)
+def _tokenizer():
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(_engine().EngineConfig().model, local_files_only=True)
+
+
+@functools.lru_cache(maxsize=8)
+def min_prompt_tokens(system: str, question: str) -> int:
+    """Tokens of the smallest prompt a learner's run serves: the system prompt and a question."""
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": question}]
+    ids = _tokenizer().apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+    return len(ids["input_ids"] if hasattr(ids, "keys") else ids)
+
+
 @dataclass(slots=True)
 class Lane:
     state: LaneState
@@ -41,20 +61,36 @@ class Lane:
 
 
 class RunSession:
-    def __init__(self, run_id: str, spec: dict, publish, heartbeat=None):
+    def __init__(self, run_id: str, spec: dict, publish):
         self.run_id = run_id
         self.spec = spec
         self.publish = publish  # callable(frame dict)
-        self.heartbeat = heartbeat or (lambda: None)
         self.commands: queue.Queue = queue.Queue()
         self.builder: FrameBuilder | None = None
         self.lanes: list[Lane] = []
-        self.trace: list[dict] = []
+        self.trace = TraceRecorder()
         self.step_delay = float(spec.get("step_delay", 0.08))
+        self.paused_idle_s = float(spec.get("paused_idle_s", 600))
         self._step_once = False
         self._stop = False
         self._submitted = 0
         self.latest: dict | None = None
+        self.status, self.reason = "finished", ""  # how it ended
+        self.last_tick = time.monotonic()  # the loop came round (the heartbeat reports only a ticking loop)
+        self._idle_deadline: float | None = None  # monotonic; ends then unless something happens
+
+    # --- what the host reports -----------------------------------------------------------------
+    def is_ticking(self) -> bool:
+        return time.monotonic() - self.last_tick < TICKING_WITHIN_S
+
+    def idle_until(self) -> datetime | None:
+        """When the run will end for idleness unless something happens (wall clock)."""
+        if self._idle_deadline is None:
+            return None
+        return datetime.fromtimestamp(time.time() + self._idle_deadline - time.monotonic(), tz=dt_timezone.utc)
+
+    def end(self) -> dict:
+        return {"status": self.status, "reason": self.reason}
 
     # --- setup ---------------------------------------------------------------------------------
     def _build(self) -> None:
@@ -92,7 +128,8 @@ class RunSession:
     def command(self, cmd: dict) -> None:
         self.commands.put(cmd)
 
-    def _apply(self, cmd: dict) -> None:
+    def _apply(self, cmd: dict) -> bool:
+        """Apply one command; True if it was something a person did (it resets the idle clock)."""
         kind = cmd.get("type")
         if kind == "pause":
             self.builder.paused = True
@@ -104,8 +141,8 @@ class RunSession:
             self.builder.speed = min(8.0, max(0.125, float(cmd.get("value", 1))))
         elif kind == "stop":
             self._stop = True
-        elif kind == "snapshot":
-            pass  # the frame below goes out anyway
+            self.reason = cmd.get("reason") or "owner"
+            self.status = "expired" if self.reason in EXPIRED_REASONS else "stopped"
         elif kind == "submit":
             self._submitted += 1
             key = f"u{self._submitted}"
@@ -115,7 +152,11 @@ class RunSession:
                 self.builder.message = ""
             except ValueError as exc:  # the engine's RequestError/SamplingError: say why, keep running
                 self.builder.message = str(exc)
+        else:  # "snapshot": the frame below goes out anyway
+            self.builder.touch()
+            return False
         self.builder.touch()
+        return True
 
     # --- the loop ------------------------------------------------------------------------------
     def _emit(self, kind: str = "frame") -> None:
@@ -123,34 +164,39 @@ class RunSession:
         self.latest = frame
         self.publish(frame)
 
-    def run(self) -> list[dict]:
-        """Run to the end; returns the trace (one lane picture per step) for replay."""
+    def _end_idle(self, reason: str) -> None:
+        self._stop = True
+        self.status, self.reason = "expired", reason
+
+    def run(self) -> None:
+        """Run to the end (the scene's, a stop command's, or an idle limit's); self.trace has the frames."""
         self._build()
         script = [(item.get("at", 0), f"s{i}", item, None) for i, item in enumerate(self.spec.get("requests", []))]
         for lane_name, items in self.spec.get("lane_requests", {}).items():
             script += [(item.get("at", 0), f"{lane_name}{i}", item, lane_name) for i, item in enumerate(items)]
         script.sort(key=lambda entry: entry[0])
-        tick, last_beat, idle_since = 0, 0.0, time.monotonic()
+        tick, last_activity = 0, time.monotonic()
         self._emit("snapshot")
         while not self._stop:
+            now = self.last_tick = time.monotonic()
             while True:
                 try:
-                    self._apply(self.commands.get_nowait())
+                    if self._apply(self.commands.get_nowait()):
+                        last_activity = now
                 except queue.Empty:
                     break
-            now = time.monotonic()
-            if now - last_beat >= HEARTBEAT_S:
-                self.heartbeat()
-                last_beat = now
+            if self._stop:
+                break
             while script and script[0][0] <= tick:
                 _, key, item, lane_name = script.pop(0)
                 self._add(item, item.get("key", key), lane_name=lane_name)
             busy = any(lane.engine.has_unfinished_requests() for lane in self.lanes)
             if busy and (not self.builder.paused or self._step_once):
                 self._step_once = False
+                self._idle_deadline = None
                 self._step_all()
                 tick += 1
-                idle_since = now
+                last_activity = now
                 if self.builder.due():
                     self._emit()
                 time.sleep(self.step_delay / self.builder.speed)
@@ -159,14 +205,21 @@ class RunSession:
                 self._emit()
             if not busy and not script and not self.spec.get("open"):
                 break
-            if not busy and script and not self.builder.paused:
+            if self.builder.paused:
+                self._idle_deadline = last_activity + self.paused_idle_s
+                if now >= self._idle_deadline:
+                    self._end_idle("paused_idle")
+            elif not busy and script:
+                self._idle_deadline = None
                 tick += 1  # nothing running: let time pass until the next scripted arrival
-            if self.spec.get("open") and now - idle_since > IDLE_CLOSE_S:
-                break
+            elif not busy:  # an open run waiting for prompts
+                self._idle_deadline = last_activity + IDLE_CLOSE_S
+                if now >= self._idle_deadline:
+                    self._end_idle("idle")
             time.sleep(0.02)
-        self.builder.status = "finished"
+        self._idle_deadline = None
+        self.builder.status, self.builder.reason = self.status, self.reason
         self._emit()
-        return self.trace
 
     def _block_text(self, lane: Lane, rid: str) -> None:
         """What each of a request's blocks holds, as text (shown when a block is hovered or focused).
@@ -191,8 +244,7 @@ class RunSession:
             for item in event["scheduled"]:
                 self._block_text(lane, item["request_id"])
         self.builder.touch()
-        if len(self.trace) < MAX_TRACE:
-            self.trace.append({"lanes": [lane.state.to_dict() for lane in self.lanes]})
+        self.trace.add({"lanes": [lane.state.to_dict() for lane in self.lanes]})
 
 
 class EmbeddedHost:
@@ -200,28 +252,45 @@ class EmbeddedHost:
 
     def __init__(self):
         self.sessions: dict[str, RunSession] = {}
+        self.threads: dict[str, threading.Thread] = {}
         self._lock = threading.Lock()
+        self._atexit = False
 
-    def start(self, run_id: str, spec: dict, publish, on_heartbeat, on_finish) -> None:
-        session = RunSession(run_id, spec, publish, on_heartbeat)
-        with self._lock:
-            self.sessions[run_id] = session
+    def start(self, run_id: str, spec: dict, publish, on_begin, on_finish) -> None:
+        """on_begin() → False if the run ended before its thread started; on_finish(end) gets
+        {"trace", "status", "reason"} or {"trace", "error"}."""
+        session = RunSession(run_id, spec, publish)
 
         def target():
+            end: dict = {}
             try:
-                trace = session.run()
-                on_finish(trace, None)
-            except Exception as exc:  # the page must hear about it, not spin forever
+                if not on_begin():
+                    return
+                session.run()
+                end = session.end()
+            except Exception as exc:  # the run ends with the reason; the process goes on
                 logger.exception("demo run %s failed", run_id)
-                on_finish(session.trace, f"{type(exc).__name__}: {exc}")
+                end = {"error": f"{type(exc).__name__}: {exc}"}
             finally:
                 with self._lock:
                     self.sessions.pop(run_id, None)
-                from django.db import connections
+                    self.threads.pop(run_id, None)
+                try:
+                    if end:
+                        on_finish({"trace": session.trace.packed(), **end})
+                finally:
+                    from django.db import connections
 
-                connections.close_all()  # this thread's connections; they would outlive it otherwise
+                    connections.close_all()  # this thread's connections; they would outlive it otherwise
 
-        threading.Thread(target=target, name=f"demo-run-{run_id[:8]}", daemon=True).start()
+        thread = threading.Thread(target=target, name=f"demo-run-{run_id[:8]}", daemon=True)
+        with self._lock:
+            self.sessions[run_id] = session
+            self.threads[run_id] = thread
+            if not self._atexit:
+                atexit.register(self.shutdown)
+                self._atexit = True
+        thread.start()
 
     def command(self, run_id: str, cmd: dict) -> bool:
         session = self.sessions.get(run_id)
@@ -236,6 +305,25 @@ class EmbeddedHost:
 
     def is_alive(self, run_id: str) -> bool:
         return run_id in self.sessions
+
+    def is_ticking(self, run_id: str) -> bool:
+        session = self.sessions.get(run_id)
+        return session is not None and session.is_ticking()
+
+    def live(self) -> list[tuple[str, RunSession]]:
+        with self._lock:
+            return list(self.sessions.items())
+
+    def shutdown(self, timeout: float = 5.0) -> None:
+        """Stop every run and wait for its thread, so no engine thread is still inside torch
+        while the interpreter tears down (a native abort at exit otherwise)."""
+        with self._lock:
+            threads = list(self.threads.items())
+        for run_id, _thread in threads:
+            self.command(run_id, {"type": "stop", "reason": "shutdown"})
+        deadline = time.monotonic() + timeout
+        for _run_id, thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
 
 
 embedded = EmbeddedHost()

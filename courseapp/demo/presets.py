@@ -103,21 +103,41 @@ KNOBS = {  # name: (type, min, max) for a learner's custom run
     "max_num_seqs": (int, 1, 32),
     "max_num_batched_tokens": (int, 16, 2048),
 }
+SHORT_QUESTION = "배송은 언제 오나요?"  # the shortest inquiry a learner's run must have room for
+MIN_ANSWER_TOKENS = 16  # and a few tokens of answer
 
 
-def custom_spec(knobs: dict, *, system_prompt: str) -> dict:
-    """A learner's own run: one lane with the knobs they chose, open for prompts."""
+def _knob(name: str, raw, lo: int, hi: int) -> int:
+    """A knob from a form or a message, or a sentence that names the limit."""
+    try:
+        value = int(str(raw).strip())
+    except ValueError:  # "abc", "3.5", or a 5,000-digit number
+        raise ValueError(_("%(name)s must be a whole number between %(lo)d and %(hi)d") % {"name": name, "lo": lo, "hi": hi}) from None
+    if not lo <= value <= hi:
+        raise ValueError(_("%(name)s must be between %(lo)d and %(hi)d") % {"name": name, "lo": lo, "hi": hi})
+    return value
+
+
+def custom_spec(knobs: dict, *, system_prompt: str, min_prompt_tokens: int = 0) -> dict:
+    """A learner's own run: one lane with the knobs they chose, open for prompts.
+
+    `min_prompt_tokens` is the length of the smallest prompt (the system prompt and a short
+    question): a pool that cannot hold it would refuse every prompt, so it is refused here."""
     config = dict(BASE)
-    for name, (kind, lo, hi) in KNOBS.items():
+    for name, (_kind, lo, hi) in KNOBS.items():
         if name in knobs and knobs[name] not in (None, ""):
-            value = kind(knobs[name])
-            if not lo <= value <= hi:
-                raise ValueError(_("%(name)s must be between %(lo)d and %(hi)d") % {"name": name, "lo": lo, "hi": hi})
-            config[name] = value
+            config[name] = _knob(name, knobs[name], lo, hi)
     config["enable_prefix_caching"] = bool(knobs.get("enable_prefix_caching", True))
     config["scheduling"] = "static" if knobs.get("scheduling") == "static" else "continuous"
     config["preemption_mode"] = "swap" if knobs.get("preemption_mode") == "swap" else "recompute"
     if config["num_blocks"] < config["max_num_seqs"]:
         raise ValueError(_("num_blocks (%(blocks)d) must be at least max_num_seqs (%(seqs)d)") % {"blocks": config["num_blocks"], "seqs": config["max_num_seqs"]})
+    pool, needed = config["num_blocks"] * config["block_size"], min_prompt_tokens + MIN_ANSWER_TOKENS
+    if min_prompt_tokens and pool < needed:
+        raise ValueError(_(
+            "The KV pool is too small for any prompt: num_blocks × block_size = %(pool)d tokens, but the smallest "
+            "prompt (the system prompt and a short question) and a short answer need %(needed)d. With block_size "
+            "%(size)d, choose num_blocks of at least %(blocks)d."
+        ) % {"pool": pool, "needed": needed, "size": config["block_size"], "blocks": -(-needed // config["block_size"])})
     return {"preset": "", "title": "내 실험", "section": "s3-3", "summary": "", "lanes": [{"name": "mine", "label": "내 엔진", "config": config}],
             "system": system_prompt, "requests": [], "open": True}

@@ -1,5 +1,12 @@
-"""Reads for the live demo."""
+"""Reads for the live demo: runs, who is looking at one, and what they may do with it."""
+from dataclasses import dataclass
+
+from django.utils.translation import gettext as _
+
+from courseapp.demo import traces
 from courseapp.demo.models import DemoRun
+
+JOINED_KEY = "demo_joined"  # session: {run id: the display name chosen when joining that class run}
 
 
 def run_get(run_id) -> DemoRun | None:
@@ -9,26 +16,64 @@ def run_get(run_id) -> DemoRun | None:
         return None
 
 
-def run_last_frame(run: DemoRun) -> dict | None:
-    """A finished run's final picture, from its trace."""
-    if not run.trace:
-        return None
-    last = run.trace[-1]
-    return {"type": "snapshot", "seq": 0, "run": str(run.id), "status": run.status, "paused": False,
-            "speed": 1.0, "message": run.error, "lanes": last["lanes"]}
+@dataclass(frozen=True)
+class Viewer:
+    """Whoever is behind a request or a socket, as far as one run is concerned."""
+
+    learner_id: int | None = None
+    is_staff: bool = False
+    joined_as: str | None = None  # the display name they chose when joining this class run
 
 
-def can_control(run: DemoRun, *, learner_id, user) -> bool:
-    """The owner drives a run; a class run is driven by staff."""
-    if run.is_class:
-        return bool(user is not None and getattr(user, "is_staff", False))
-    return run.owner_id is not None and run.owner_id == learner_id
-
-
-def learner_id_for(user, session) -> int | None:
-    """The learner behind a websocket: the account's, else the guest's from the session."""
+def viewer_for(run: DemoRun, *, user, session) -> Viewer:
+    """Reads the account's learner or the guest's from the session (not on an event loop)."""
     from courseapp.learners.models import Learner
 
+    learner_id = None
     if user is not None and user.is_authenticated:
-        return Learner.objects.filter(user=user).values_list("pk", flat=True).first()
-    return session.get("learner_id") if session is not None else None
+        learner_id = Learner.objects.filter(user=user).values_list("pk", flat=True).first()
+    elif session is not None:
+        learner_id = session.get("learner_id")
+    joined = (session.get(JOINED_KEY) or {}) if session is not None else {}
+    return Viewer(learner_id=learner_id, is_staff=bool(user is not None and getattr(user, "is_staff", False)),
+                  joined_as=joined.get(str(run.pk)))
+
+
+def can_control(run: DemoRun, viewer: Viewer) -> bool:
+    """The owner drives their run; a class run is driven by staff."""
+    if run.is_class:
+        return viewer.is_staff
+    return run.owner_id is not None and run.owner_id == viewer.learner_id
+
+
+def can_submit(run: DemoRun, viewer: Viewer) -> bool:
+    """Prompts go into an open run from its owner, or, in a class run, from staff and from
+    learners who joined it with its code. A learner (a session) is needed to be counted."""
+    if not run.spec.get("open") or viewer.learner_id is None:
+        return False
+    if run.is_class:
+        return viewer.is_staff or viewer.joined_as is not None
+    return run.owner_id == viewer.learner_id
+
+
+def owner_label(run: DemoRun, viewer: Viewer) -> str:
+    """How a prompt's sender is shown to everyone watching: never a username or an id."""
+    if not run.is_class:
+        return ""
+    return viewer.joined_as or (_("instructor") if viewer.is_staff else "")
+
+
+def can_read_trace(run: DemoRun, viewer: Viewer) -> bool:
+    """A preset scene holds no learner text: anyone may replay it. Otherwise only its owner."""
+    if run.preset and not run.spec.get("open"):
+        return True
+    return run.owner_id is not None and run.owner_id == viewer.learner_id
+
+
+def run_last_frame(run: DemoRun) -> dict | None:
+    """A finished run's final picture, from its trace."""
+    last = traces.last_frame(run.trace_packed)
+    if last is None:
+        return None
+    return {"type": "snapshot", "seq": 0, "run": str(run.id), "status": run.status, "reason": run.end_reason,
+            "paused": False, "speed": 1.0, "message": run.end_message, "lanes": last["lanes"]}

@@ -1,26 +1,49 @@
-"""Writes for the live demo: starting runs, sending them commands, recording their end."""
+"""Writes for the live demo: starting runs, sending them commands, keeping their lifecycle."""
 import logging
-from datetime import timedelta
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.core.cache import cache
-from django.db import transaction
+from django.db import OperationalError, connection, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from courseapp.demo import events, presets
+from courseapp.demo import events, limits, presets
 from courseapp.demo.models import DemoRun
 
 logger = logging.getLogger("courseapp.demo")
-STALE_AFTER = timedelta(seconds=6)  # no heartbeat for this long: the host is gone
 
-
-class DemoBusy(Exception):
-    """Too many runs at once on this server."""
+STALE_AFTER = timedelta(seconds=10)  # no heartbeat for this long: the host is gone
+UNWATCHED_AFTER = timedelta(seconds=60)  # no viewer for this long: the run ends
+WATCHING_WITHIN = timedelta(seconds=25)  # a viewer's socket touches watched_at every 10 s
+PICKUP_WITHIN = timedelta(seconds=60)  # a queued run no worker took by then ends
+PROMPTS_PER_MINUTE = 6
+JOIN_GUESSES, JOIN_GUESS_WINDOW = 10, 600  # wrong join codes per client address per 10 min
+Status, Reason = DemoRun.Status, DemoRun.EndReason
 
 
 class DemoRefused(ValueError):
     """A request the demo will not take (bad knobs, rate limit, not allowed)."""
+
+
+@dataclass
+class DemoBusy(Exception):
+    """No place for another run now. `retry_at`: when one frees up at the latest (None: unknown)."""
+
+    retry_at: datetime | None = None
+    per_address: int | None = None  # set when it is this address's limit, not the server's
+
+    def retry_in(self) -> int | None:
+        if self.retry_at is None:
+            return None
+        return max(1, int((self.retry_at - timezone.now()).total_seconds()) + 1)
+
+
+@dataclass
+class Started:
+    run: DemoRun
+    replaced: list = field(default_factory=list)  # the learner's previous runs, now stopped
 
 
 def _system_prompt() -> str:
@@ -33,27 +56,85 @@ def _host_mode() -> str:
     return getattr(settings, "DEMO_HOST", "embedded")
 
 
-def run_start(*, owner, preset: str = "", knobs: dict | None = None, is_class: bool = False, paused: bool = False) -> DemoRun:
-    """Create a run and start it. One active run per learner: their previous one is stopped."""
+def _retrying(write, *, what: str, attempts: int):
+    """SQLite answers "database is locked" once a writer waited out the busy timeout; a
+    heartbeat or a run's end must not die of that: try again after a growing pause."""
+    for attempt in range(attempts):
+        try:
+            return write()
+        except OperationalError:
+            if attempt == attempts - 1:
+                logger.warning("demo: %s failed %d times; giving up", what, attempts, exc_info=True)
+                return None
+            time.sleep(min(2.0, 0.05 * 2**attempt))
+
+
+# --- starting ----------------------------------------------------------------------------------
+def run_spec(*, preset: str = "", knobs: dict | None = None, paused: bool = False) -> dict:
+    """What a run will do, validated; DemoRefused (with a sentence naming the limit) if not."""
     if preset:
         if preset not in presets.PRESETS:
-            raise DemoRefused(_("unknown preset %(name)r; choose one of %(names)s") % {"name": preset, "names": ", ".join(presets.PRESETS)})
+            raise DemoRefused(_("unknown preset %(name)r; choose one of %(names)s") % {"name": preset[:40], "names": ", ".join(presets.PRESETS)})
         spec = presets.spec_for(preset, system_prompt=_system_prompt(), now=timezone.localtime())
     else:
-        spec = presets.custom_spec(knobs or {}, system_prompt=_system_prompt())
+        from courseapp.demo.host import min_prompt_tokens
+
+        system = _system_prompt()
+        try:
+            spec = presets.custom_spec(knobs or {}, system_prompt=system,
+                                       min_prompt_tokens=min_prompt_tokens(system, presets.SHORT_QUESTION))
+        except ValueError as exc:
+            raise DemoRefused(str(exc)) from None
     spec["step_delay"] = settings.DEMO_STEP_DELAY
     spec["start_paused"] = paused
+    spec["paused_idle_s"] = settings.DEMO_PAUSED_IDLE_S
+    return spec
+
+
+def _soonest_end(runs) -> datetime | None:
+    """When the first of these runs ends at the latest: its lifetime or its idle limit."""
+    bounds = [t for run in runs for t in (run.expires_at, run.idle_until) if t is not None]
+    return min(bounds, default=None)
+
+
+def _serialise_starts() -> None:
+    """Counting the seats and taking one must not interleave. SQLite's IMMEDIATE transactions
+    already take the write lock at BEGIN; PostgreSQL needs a lock of its own."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(74021)")
+
+
+def run_start(*, owner, spec: dict, client_addr: str | None = None, is_class: bool = False) -> Started:
+    """Create a run and launch it. One active run per learner: their previous one is stopped
+    (and says so). The server's cap counts runs someone is watching; each client address has
+    a cap of its own. DemoBusy when there is no place."""
+    now = timezone.now()
     with transaction.atomic():
-        if owner is not None:
-            for old in DemoRun.objects.select_for_update().filter(owner=owner, status__in=["queued", "running"], is_class=False):
-                run_command(run=old, cmd={"type": "stop"})
-        active = DemoRun.objects.filter(status__in=["queued", "running"]).exclude(owner=owner).count()
-        if active >= settings.DEMO_MAX_ACTIVE_RUNS:
-            raise DemoBusy()
-        run = DemoRun.objects.create(owner=owner, preset=preset, is_class=is_class, spec=spec,
-                                     status=DemoRun.Status.RUNNING, host=_host_mode(), heartbeat_at=timezone.now())
+        _serialise_starts()
+        previous = []
+        if owner is not None and not is_class:
+            previous = list(DemoRun.objects.select_for_update().filter(owner=owner, status__in=DemoRun.ACTIVE, is_class=False))
+        others = DemoRun.objects.filter(status__in=DemoRun.ACTIVE).exclude(pk__in=[r.pk for r in previous])
+        watched = list(others.filter(watched_at__gte=now - WATCHING_WITHIN).only("expires_at", "idle_until"))
+        if len(watched) >= settings.DEMO_MAX_ACTIVE_RUNS:
+            raise DemoBusy(_soonest_end(watched))
+        if client_addr and not is_class:
+            mine = list(others.filter(client_addr=client_addr, is_class=False).only("expires_at", "idle_until"))
+            if len(mine) >= settings.DEMO_MAX_RUNS_PER_ADDRESS:
+                raise DemoBusy(_soonest_end(mine), per_address=settings.DEMO_MAX_RUNS_PER_ADDRESS)
+        run = DemoRun.objects.create(
+            owner=owner, preset=spec.get("preset", ""), is_class=is_class, spec=spec, status=Status.QUEUED,
+            host=_host_mode(), client_addr=client_addr, watched_at=now,  # the page that started it connects next
+            expires_at=None if is_class else now + timedelta(seconds=settings.DEMO_MAX_RUN_S),
+        )
+        if previous:
+            DemoRun.objects.filter(pk__in=[r.pk for r in previous], status__in=DemoRun.ACTIVE).update(
+                status=Status.STOPPED, end_reason=Reason.REPLACED, replaced_by=run, finished_at=now)
+            for old in previous:
+                transaction.on_commit(lambda old=old: run_command(run=old, cmd={"type": "stop", "reason": Reason.REPLACED}))
     transaction.on_commit(lambda: _launch(run))
-    return run
+    return Started(run, previous)
 
 
 def _launch(run: DemoRun) -> None:
@@ -63,48 +144,112 @@ def _launch(run: DemoRun) -> None:
 
         run_demo.apply_async(args=[run_id], queue="engine")
         return
+    from courseapp.demo import keeper
     from courseapp.demo.host import embedded
 
     embedded.start(
         run_id,
         run.spec,
         publish=lambda frame: events.publish(run_id, frame),
-        on_heartbeat=lambda: run_heartbeat(run_id=run_id),
-        on_finish=lambda trace, error: run_finish(run_id=run_id, trace=trace, error=error),
+        on_begin=lambda: run_begin(run_id=run_id, host="embedded"),
+        on_finish=lambda end: run_finish(run_id=run_id, **end),
     )
+    keeper.ensure_started()
 
 
-def run_heartbeat(*, run_id: str, host: str | None = None) -> None:
-    fields = {"heartbeat_at": timezone.now()}
+# --- the host reports --------------------------------------------------------------------------
+def run_begin(*, run_id: str, host: str) -> bool:
+    """A host took the run. False if it ended meanwhile (e.g. expired in the queue)."""
+    now = timezone.now()
+    updated = _retrying(lambda: DemoRun.objects.filter(pk=run_id, status=Status.QUEUED).update(
+        status=Status.RUNNING, host=host, heartbeat_at=now), what="run begin", attempts=6)
+    return bool(updated)
+
+
+def run_heartbeat(*, run_id: str, host: str | None = None, idle_until: datetime | None = None) -> None:
+    """The host is alive. Never raises: a missed heartbeat is repaired by the next one."""
+    fields = {"heartbeat_at": timezone.now(), "idle_until": idle_until}
     if host:
         fields["host"] = host
-    DemoRun.objects.filter(pk=run_id, status=DemoRun.Status.RUNNING).update(**fields)
+    _retrying(lambda: DemoRun.objects.filter(pk=run_id, status=Status.RUNNING).update(**fields),
+              what="heartbeat", attempts=3)
 
 
-def run_finish(*, run_id: str, trace: list, error: str | None) -> None:
-    status = DemoRun.Status.FAILED if error else DemoRun.Status.FINISHED
-    DemoRun.objects.filter(pk=run_id, status=DemoRun.Status.RUNNING).update(
-        status=status, error=error or "", trace=trace, finished_at=timezone.now()
-    )
+def run_finish(*, run_id: str, trace: bytes | None, error: str | None = None,
+               status: str = Status.FINISHED, reason: str = "") -> None:
+    """Record a run's end and keep its trace (also when it was stopped or expired from outside)."""
+    final = Status.FAILED if error else status
+
+    def write():
+        with transaction.atomic():
+            DemoRun.objects.filter(pk=run_id).update(trace_packed=trace)
+            DemoRun.objects.filter(pk=run_id, status__in=DemoRun.ACTIVE).update(
+                status=final, end_reason=reason, error=error or "", finished_at=timezone.now())
+
+    _retrying(write, what="run finish", attempts=8)
     if error:
         events.publish(run_id, {"type": "error", "status": "failed", "message": error})
 
 
-def run_fail_if_stale(*, run: DemoRun) -> bool:
-    """The watchdog: a running run whose host stopped beating is marked failed (once)."""
-    if run.status != DemoRun.Status.RUNNING or run.heartbeat_at is None:
-        return False
-    if timezone.now() - run.heartbeat_at < STALE_AFTER:
-        return False
-    updated = DemoRun.objects.filter(pk=run.pk, status=DemoRun.Status.RUNNING).update(
-        status=DemoRun.Status.FAILED, error=_("the engine worker stopped responding"), finished_at=timezone.now()
-    )
+# --- ending ------------------------------------------------------------------------------------
+def run_end(*, run: DemoRun, status: str, reason: str, error: str = "") -> bool:
+    """End an active run from outside its host (once) and tell the host to stop."""
+    updated = DemoRun.objects.filter(pk=run.pk, status__in=DemoRun.ACTIVE).update(
+        status=status, end_reason=reason, error=error, finished_at=timezone.now())
+    if updated:
+        run_command(run=run, cmd={"type": "stop", "reason": reason})
     return bool(updated)
 
 
+def _host_ticking_here(run: DemoRun) -> bool:
+    if run.host != "embedded":
+        return False
+    from courseapp.demo.host import embedded
+
+    return embedded.is_ticking(str(run.pk))
+
+
+def run_fail_if_stale(*, run: DemoRun) -> bool:
+    """A running run whose host stopped beating is marked failed (once). A run this very
+    process hosts is alive whatever the database says (its heartbeat may wait on a lock)."""
+    if run.status != Status.RUNNING or run.heartbeat_at is None:
+        return False
+    if timezone.now() - run.heartbeat_at < STALE_AFTER or _host_ticking_here(run):
+        return False
+    return run_end(run=run, status=Status.FAILED, reason="", error=_("the engine worker stopped responding"))
+
+
+def runs_reap() -> list[str]:
+    """End what nobody watches, what no worker picked up, what outlived its time, and what
+    stopped beating. Called every few seconds by the keeper; safe to run in several processes."""
+    now = timezone.now()
+    active = DemoRun.objects.filter(status__in=DemoRun.ACTIVE)
+    ended = []
+    for run in active.filter(watched_at__lt=now - UNWATCHED_AFTER):
+        if run_end(run=run, status=Status.EXPIRED, reason=Reason.NO_VIEWER):
+            ended.append(str(run.pk))
+    for run in active.filter(status=Status.QUEUED, created_at__lt=now - PICKUP_WITHIN):
+        if run_end(run=run, status=Status.EXPIRED, reason=Reason.NEVER_PICKED_UP):
+            ended.append(str(run.pk))
+    for run in active.filter(expires_at__lt=now):
+        if run_end(run=run, status=Status.EXPIRED, reason=Reason.LIFETIME):
+            ended.append(str(run.pk))
+    for run in active.filter(status=Status.RUNNING, heartbeat_at__lt=now - STALE_AFTER):
+        if run_fail_if_stale(run=run):
+            ended.append(str(run.pk))
+    return ended
+
+
+def run_watched(*, run_id: str) -> None:
+    """A viewer's socket is open (on connect, then every few seconds)."""
+    _retrying(lambda: DemoRun.objects.filter(pk=run_id, status__in=DemoRun.ACTIVE).update(watched_at=timezone.now()),
+              what="viewer mark", attempts=2)
+
+
+# --- commands ----------------------------------------------------------------------------------
 def run_command(*, run: DemoRun, cmd: dict) -> bool:
     """Hand a command to wherever the run lives."""
-    if _host_mode() == "celery":
+    if run.host.startswith("celery") or (_host_mode() == "celery" and not run.host):
         from asgiref.sync import async_to_sync
 
         async_to_sync(events.send_command)(str(run.id), cmd)
@@ -114,10 +259,22 @@ def run_command(*, run: DemoRun, cmd: dict) -> bool:
     return embedded.command(str(run.id), cmd)
 
 
-def rate_limit(*, key: str, limit: int, per_seconds: int) -> None:
-    """A fixed window counter in the cache; raises DemoRefused past the limit."""
-    bucket = f"demo-rate:{key}:{int(timezone.now().timestamp()) // per_seconds}"
-    if cache.add(bucket, 1, per_seconds):
-        return
-    if cache.incr(bucket) > limit:
-        raise DemoRefused(_("too many requests: at most %(limit)d per %(seconds)d s") % {"limit": limit, "seconds": per_seconds})
+def prompt_allow(*, learner_id: int) -> None:
+    """A learner may send PROMPTS_PER_MINUTE prompts in any 60 s; DemoRefused past that."""
+    if not limits.hit(key=f"prompt:{learner_id}", limit=PROMPTS_PER_MINUTE, window=60):
+        raise DemoRefused(_("too many prompts: at most %(limit)d a minute; wait a little and send again") % {"limit": PROMPTS_PER_MINUTE})
+
+
+# --- class runs --------------------------------------------------------------------------------
+def class_join(*, code: str, client_addr: str | None) -> DemoRun:
+    """The open class run with this code. Wrong guesses are counted per client address: past
+    JOIN_GUESSES in JOIN_GUESS_WINDOW seconds every try is refused, right or wrong."""
+    key = f"join:{client_addr or 'unknown'}"
+    if limits.over(key=key, limit=JOIN_GUESSES, window=JOIN_GUESS_WINDOW):
+        raise DemoBusy(timezone.now() + timedelta(seconds=JOIN_GUESS_WINDOW))
+    normalised = "".join(ch for ch in code.upper() if ch.isalnum())
+    run = DemoRun.objects.filter(join_code=normalised, is_class=True, status__in=DemoRun.ACTIVE).first() if normalised else None
+    if run is None:
+        limits.add(key=key, window=JOIN_GUESS_WINDOW)
+        raise DemoRefused(_("No open class run has the code “%(code)s”.") % {"code": normalised[:12]})
+    return run

@@ -29,28 +29,38 @@ def _poll_commands(run_id: str, session, stop: threading.Event) -> None:
     asyncio.run(loop())
 
 
+def _beat(run_id: str, host: str, session, stop: threading.Event) -> None:
+    """Heartbeats from a thread of their own: a slow database never holds up an engine step."""
+    from django.db import connections
+
+    try:
+        while not stop.wait(1.0):
+            if session.is_ticking():
+                services.run_heartbeat(run_id=run_id, host=host, idle_until=session.idle_until())
+    finally:
+        connections.close_all()
+
+
 @shared_task(acks_late=True, name="demo.run")
 def run_demo(run_id: str) -> str:
     from courseapp.demo.host import RunSession
 
-    run = DemoRun.objects.filter(pk=run_id).first()
-    if run is None or run.status != DemoRun.Status.RUNNING:
-        return "skipped"  # e.g. redelivered after its worker died: it was already marked failed
     host = f"celery@{socket.gethostname()}"
-    services.run_heartbeat(run_id=run_id, host=host)
-    session = RunSession(
-        run_id, run.spec, publish=lambda frame: events.publish(run_id, frame),
-        heartbeat=lambda: services.run_heartbeat(run_id=run_id, host=host),
-    )
+    if not services.run_begin(run_id=run_id, host=host):
+        return "skipped"  # ended while queued, or redelivered after its worker died
+    run = DemoRun.objects.get(pk=run_id)
+    session = RunSession(run_id, run.spec, publish=lambda frame: events.publish(run_id, frame))
     stop = threading.Event()
-    poller = threading.Thread(target=_poll_commands, args=(run_id, session, stop), daemon=True)
-    poller.start()
+    threading.Thread(target=_poll_commands, args=(run_id, session, stop), daemon=True).start()
+    threading.Thread(target=_beat, args=(run_id, host, session, stop), daemon=True).start()
+    end: dict = {"error": "interrupted"}
     try:
-        trace = session.run()
-        services.run_finish(run_id=run_id, trace=trace, error=None)
+        session.run()
+        end = session.end()
         return "finished"
     except Exception as exc:
-        services.run_finish(run_id=run_id, trace=session.trace, error=f"{type(exc).__name__}: {exc}")
+        end = {"error": f"{type(exc).__name__}: {exc}"}
         raise
     finally:
         stop.set()
+        services.run_finish(run_id=run_id, trace=session.trace.packed(), **end)

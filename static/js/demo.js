@@ -4,10 +4,27 @@
 // page wrong for long.
 (function () {
   "use strict";
+  const EN = document.documentElement.lang === "en";
+  const csrfToken = () => (document.querySelector("[name=csrfmiddlewaretoken]") || {}).value || "";
+
+  // Waiting for a place: count down, then try again (the busy page says how long at most).
+  function waitAndRetry(seconds, show, retry) {
+    let left = Math.max(1, Math.min(seconds || 10, 10));
+    const tick = () => {
+      show(EN ? `Trying again in ${left} s…` : `${left}초 뒤에 다시 시도합니다…`);
+      if (left-- <= 0) retry(); else setTimeout(tick, 1000);
+    };
+    tick();
+  }
+  const busyForm = document.querySelector("[data-demo-busy]");
+  if (busyForm) {
+    const countdown = busyForm.querySelector("[data-countdown]");
+    waitAndRetry(Number(busyForm.dataset.retryIn) || 10, (text) => { countdown.textContent = text; }, () => busyForm.requestSubmit());
+  }
+
   const root = document.getElementById("demo");
   if (!root) return;
 
-  const EN = document.documentElement.lang === "en";
   const T = EN ? {
     connecting: "Connecting…", live: "Live", paused: "Paused", finished: "Finished", failed: "Failed",
     reconnecting: "Connection lost; reconnecting…", replaying: "Replaying the recorded run",
@@ -18,6 +35,12 @@
     peak: "Most running at once", generated: "Tokens generated",
     step: "Step", pause: "Pause", resume: "Resume", block: "block", ref: "refs", filled: "filled", owner: "owner",
     none: "none", summary: (s, l) => `Step ${s.steps}: ${l.queues.running.length} running, ${l.queues.waiting.length} waiting, KV ${s.kv_usage}%`,
+    starting: "Starting…", stopped: "Stopped", expired: "Ended",
+    previous: (t) => `Your previous run “${t}” was stopped: one run at a time per learner.`,
+    reasons: { replaced: "Stopped: you opened another scene", owner: "Stopped", shutdown: "Stopped: the server restarted",
+      no_viewer: "Ended: nobody watched it for a minute", never_picked_up: "Ended: no engine worker picked it up",
+      paused_idle: "Ended: it stayed paused with nothing happening", idle: "Ended: no prompt came for a long time",
+      lifetime: "Ended: it ran as long as a run may" },
   } : {
     connecting: "연결 중…", live: "실행 중", paused: "일시 정지", finished: "끝남", failed: "실패",
     reconnecting: "연결이 끊겼습니다. 다시 연결하는 중…", replaying: "기록된 실행을 다시 보는 중",
@@ -28,6 +51,12 @@
     peak: "최대 동시 실행", generated: "생성한 토큰",
     step: "스텝", pause: "일시 정지", resume: "다시 시작", block: "블록", ref: "참조", filled: "채움", owner: "주인",
     none: "없음", summary: (s, l) => `스텝 ${s.steps}: 실행 ${l.queues.running.length}, 대기 ${l.queues.waiting.length}, KV ${s.kv_usage}%`,
+    starting: "시작하는 중…", stopped: "멈춤", expired: "끝남",
+    previous: (t) => `이전 실행 “${t}”은(는) 멈췄습니다: 학습자 한 명당 실행은 하나입니다.`,
+    reasons: { replaced: "멈춤: 다른 장면을 열었습니다", owner: "멈춤", shutdown: "멈춤: 서버가 다시 시작되었습니다",
+      no_viewer: "끝남: 1분 동안 보는 사람이 없었습니다", never_picked_up: "끝남: 실행을 맡은 엔진 워커가 없었습니다",
+      paused_idle: "끝남: 일시 정지된 채 아무 일도 없었습니다", idle: "끝남: 오랫동안 프롬프트가 오지 않았습니다",
+      lifetime: "끝남: 실행 시간 한도에 닿았습니다" },
   };
   const CODES = { P: EN ? "prompt chunk" : "프롬프트 조각", D: EN ? "decode" : "디코드", F: EN ? "finished" : "끝",
     W: EN ? "waiting" : "대기", R: EN ? "running, no tokens this step" : "실행 중(이번 스텝 토큰 없음)",
@@ -144,20 +173,28 @@
     }).join("");
     lanesEl.innerHTML = html;
     lanesEl.querySelectorAll(".tl-scroll").forEach((el) => { el.scrollLeft = el.scrollWidth; });
-    const state = replay ? T.replaying : frame.status === "finished" ? T.finished : frame.status === "failed" ? T.failed : frame.paused ? T.paused : T.live;
-    statusEl.textContent = state;
-    statusEl.dataset.state = replay ? "replay" : frame.status === "running" && frame.paused ? "paused" : frame.status;
-    root.dataset.state = statusEl.dataset.state;
-    messageEl.textContent = frame.message || "";
+    statusEl.textContent = replay ? T.replaying : stateText(frame);
+    setState(replay ? "replay" : frame.status === "running" && frame.paused ? "paused" : frame.status);
+    messageEl.textContent = ENDED.has(frame.status) && frame.status !== "failed" ? "" : frame.message || "";
     const pauseBtn = $("[data-action=pause]");
     if (pauseBtn) { pauseBtn.textContent = frame.paused ? T.resume : T.pause; pauseBtn.setAttribute("aria-pressed", String(!!frame.paused)); }
-    $("[data-action=replay]").disabled = !(frame.status === "finished" || frame.status === "failed");
+    $("[data-action=replay]").disabled = !ENDED.has(frame.status);
     const now = Date.now();
     if (now - lastLive > 3000 && frame.lanes.length) { // throttled screen-reader summary
       lastLive = now;
       liveEl.textContent = frame.lanes.map((l) => `${l.label}: ${T.summary(l.stats || { steps: l.step, kv_usage: 0 }, l)}`).join(". ");
     }
   }
+
+  const ENDED = new Set(["finished", "failed", "expired", "stopped"]);
+  function stateText(run) { // a frame or a status message
+    if (run.status === "finished") return T.finished;
+    if (run.status === "failed") return run.message ? `${T.failed}: ${run.message}` : T.failed;
+    if (run.status === "expired" || run.status === "stopped") return T.reasons[run.reason] || T[run.status];
+    if (run.status === "queued") return T.connecting;
+    return run.paused ? T.paused : T.live;
+  }
+  function setState(state) { statusEl.dataset.state = state; root.dataset.state = state; }
 
   function schedule(frame) {
     pending = frame;
@@ -180,18 +217,26 @@
         schedule(data);
       } else if (data.type === "error") {
         messageEl.textContent = data.message;
-        if (data.status === "failed") { statusEl.textContent = `${T.failed}: ${data.message}`; statusEl.dataset.state = "failed"; root.dataset.state = "failed"; $("[data-action=replay]").disabled = false; }
+        if (data.status === "failed") endWith({ status: "failed", message: data.message });
       } else if (data.type === "status") {
-        statusEl.textContent = data.status === "failed" ? `${T.failed}: ${data.message}` : T.connecting;
-        statusEl.dataset.state = data.status; root.dataset.state = data.status;
+        if (ENDED.has(data.status)) endWith(data);
+        else { statusEl.textContent = T.connecting; setState(data.status); }
       }
     };
     socket.onclose = (event) => {
       if (event.code === 4404) { statusEl.textContent = T.failed; return; }
-      if (current && (current.status === "finished" || current.status === "failed")) return;
+      if (ended || (current && ENDED.has(current.status))) return;
       statusEl.textContent = T.reconnecting;
       setTimeout(connect, Math.min(5000, 300 * 2 ** retry++));
     };
+  }
+  let ended = false;
+  function endWith(run) { // the run ended without a final frame reaching this page
+    ended = true;
+    statusEl.textContent = stateText(run);
+    setState(run.status);
+    if (current) current = { ...current, status: run.status, reason: run.reason };
+    $("[data-action=replay]").disabled = false;
   }
   const outbox = []; // what the learner sent before the socket was open goes out once it is
   const send = (obj) => {
@@ -224,23 +269,80 @@
   });
 
   // --- replay of a finished run from its recorded trace ---------------------------------------
+  // The trace is the first picture and one delta per step (courseapp/demo/traces.py):
+  // [0, value] replace · [1, {key: delta}, [deleted keys]] · [2, length, {index: delta}] · [3, suffix]
+  function patch(value, delta) {
+    if (!delta) return value;
+    const [kind, a, b] = delta;
+    if (kind === 0) return a;
+    if (kind === 1) { b.forEach((k) => delete value[k]); for (const [k, d] of Object.entries(a)) value[k] = patch(value[k], d); return value; }
+    if (kind === 2) { value.length = a; for (const [i, d] of Object.entries(b)) value[Number(i)] = patch(value[Number(i)], d); return value; }
+    if (kind === 3) return value + a;
+    return value;
+  }
+
   async function startReplay() {
     const response = await fetch(root.dataset.traceUrl);
     if (!response.ok) { messageEl.textContent = await response.text(); return; }
     const trace = await response.json();
-    if (!trace.frames.length) return;
-    replay = { frames: trace.frames, i: 0 };
+    if (!trace.base) return;
+    const end = current ? { status: current.status, reason: current.reason, message: current.message } : { status: "finished" };
+    let frame = trace.base;
+    replay = { i: 0 };
     const tick = () => {
       if (!replay) return;
-      const f = replay.frames[replay.i];
-      draw({ ...f, type: "frame", status: "running", paused: false, speed: 1, message: "" });
+      if (replay.i > 0) frame = patch(frame, trace.deltas[replay.i - 1]);
+      draw({ ...frame, type: "frame", status: "running", paused: false, speed: 1, message: "" });
       replay.i += 1;
-      if (replay.i < replay.frames.length) setTimeout(tick, reducedMotion ? 400 : 80);
-      else { replay = null; draw({ ...f, status: trace.status, paused: false, message: "" }); }
+      if (replay.i <= trace.deltas.length) setTimeout(tick, reducedMotion ? 400 : 80);
+      else { replay = null; draw({ ...frame, ...end, paused: false }); }
     };
     tick();
   }
 
-  statusEl.textContent = T.connecting;
-  connect();
+  // --- a scene page: start the run (a POST; reading the page started nothing), then watch it ---
+  function showRun(run) {
+    root.dataset.run = run.run;
+    root.dataset.wsPath = run.ws_path;
+    root.dataset.traceUrl = run.trace_url;
+    history.replaceState(null, "", run.url); // a reload shows this run instead of starting another
+    const notice = $("[data-notice]");
+    if (notice && run.replaced.length) notice.textContent = run.replaced.map(T.previous).join(" ");
+    const summary = $("[data-summary]");
+    if (summary && window.htmx) window.htmx.ajax("GET", run.summary_url, { target: summary, swap: "outerHTML" });
+    statusEl.textContent = T.connecting;
+    setState("connecting");
+    connect();
+  }
+
+  async function start(form) {
+    let response;
+    try {
+      response = await fetch(form.action, {
+        method: "POST", body: new FormData(form), credentials: "same-origin",
+        headers: { Accept: "application/json", "X-CSRFToken": csrfToken() },
+      });
+    } catch (error) {
+      messageEl.textContent = String(error);
+      waitAndRetry(5, (text) => { statusEl.textContent = text; }, () => start(form));
+      return;
+    }
+    const body = await response.json().catch(() => ({ error: response.statusText }));
+    if (response.ok) { form.hidden = true; showRun(body); return; }
+    messageEl.textContent = [body.error, body.wait].filter(Boolean).join(" ");
+    setState(response.status === 503 || response.status === 429 ? "waiting" : "refused");
+    if (response.status === 503 || response.status === 429) {
+      waitAndRetry(body.retry_in, (text) => { statusEl.textContent = text; }, () => start(form));
+    } else statusEl.textContent = T.failed;
+  }
+
+  const startForm = $("[data-start]");
+  if (startForm) {
+    startForm.addEventListener("submit", (event) => { event.preventDefault(); start(startForm); });
+    statusEl.textContent = T.starting;
+    start(startForm);
+  } else {
+    statusEl.textContent = T.connecting;
+    connect();
+  }
 })();

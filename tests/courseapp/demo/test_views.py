@@ -1,10 +1,36 @@
-"""Demo pages over HTTP: presets from their URL, bad input, the busy cap, the htmx summary."""
-import pytest
-from django.urls import reverse
-from django.utils import translation
+"""Demo pages over HTTP: a scene page starts nothing, a POST starts the run, the limits and what
+the pages say about them, class joins, replays and who may read them."""
+from datetime import timedelta
 
-from courseapp.demo import services
-from courseapp.demo.models import DemoRun
+import pytest
+from django.contrib.sessions.models import Session
+from django.test import Client
+from django.urls import reverse
+from django.utils import timezone, translation
+
+from courseapp.demo import presets, services, traces
+from courseapp.demo.models import JOIN_ALPHABET, DemoRun
+from courseapp.learners.models import Learner
+
+JSON = {"HTTP_ACCEPT": "application/json"}
+
+
+def ko(message, **params):
+    with translation.override("ko"):
+        return translation.gettext(message) % params if params else translation.gettext(message)
+
+
+@pytest.fixture
+def no_engine(monkeypatch):
+    """Runs are created and counted as usual; no engine thread starts."""
+    commands = []
+    monkeypatch.setattr(services, "_launch", lambda run: None)
+    monkeypatch.setattr(services, "run_command", lambda *, run, cmd: commands.append((str(run.pk), cmd)) or True)
+    return commands
+
+
+def start(client, preset="preemption", **extra):
+    return client.post(reverse("demo:run-create"), {"preset": preset, **extra}, **JSON)
 
 
 @pytest.mark.django_db
@@ -15,33 +41,109 @@ def test_unknown_preset_is_a_400_listing_the_scenes(client):
 
 
 @pytest.mark.django_db
-def test_bad_knobs_are_refused_with_the_limit(client):
-    response = client.post(reverse("demo:run-create"), {"num_blocks": "4", "max_num_seqs": "8"})
-    assert response.status_code == 400
-    with translation.override("ko"):
-        expected = translation.gettext("%(name)s must be between %(lo)d and %(hi)d") % {"name": "num_blocks", "lo": 16, "hi": 512}
-    assert expected in response.content.decode()
+def test_opening_a_scene_page_starts_nothing_and_writes_nothing(client):
+    response = client.get(reverse("demo:index"), {"preset": "preemption", "paused": "1"})
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert f'data-start-url="{reverse("demo:run-create")}"' in page
+    assert 'name="paused" value="1"' in page
+    assert not DemoRun.objects.exists()
+    assert not Learner.objects.exists()
+    assert not Session.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_post_starts_the_scene_for_a_new_guest(client, no_engine):
+    client.get(reverse("demo:index"), {"preset": "preemption", "paused": "1"})
+    response = start(client, paused="1")
+    assert response.status_code == 201
+    run = DemoRun.objects.get(pk=response.json()["run"])
+    assert run.preset == "preemption" and run.spec["start_paused"] is True
+    assert run.owner == Learner.objects.get() and run.client_addr == "127.0.0.1"
+    assert response.json()["url"] == reverse("demo:run", args=[run.pk])
+
+
+@pytest.mark.django_db
+def test_a_start_without_the_csrf_token_is_refused(no_engine):
+    client = Client(enforce_csrf_checks=True)
+    client.get(reverse("demo:index"), {"preset": "preemption"})
+    response = client.post(reverse("demo:run-create"), {"preset": "preemption"}, **JSON)
+    assert response.status_code == 403
     assert not DemoRun.objects.exists()
 
 
 @pytest.mark.django_db
-def test_too_many_runs_gives_a_busy_page(client, settings, monkeypatch):
-    settings.DEMO_MAX_ACTIVE_RUNS = 1
-    monkeypatch.setattr(services, "_launch", lambda run: None)  # no engine needed to fill the seats
-    DemoRun.objects.create(spec={}, status="running")
-    response = client.get(reverse("demo:index"), {"preset": "preemption"})
-    assert response.status_code == 503
+def test_bad_knobs_are_refused_with_the_limit_and_write_nothing(client):
+    response = client.post(reverse("demo:run-create"), {"num_blocks": "4", "max_num_seqs": "8"})
+    assert response.status_code == 400
+    assert ko("%(name)s must be between %(lo)d and %(hi)d", name="num_blocks", lo=16, hi=512) in response.content.decode()
+    response = client.post(reverse("demo:run-create"), {"block_size": "sixteen"})
+    assert response.status_code == 400
+    assert ko("%(name)s must be a whole number between %(lo)d and %(hi)d", name="block_size", lo=4, hi=64) in response.content.decode()
+    assert "invalid literal" not in response.content.decode()
+    assert not DemoRun.objects.exists() and not Learner.objects.exists()
 
 
 @pytest.mark.django_db
-def test_one_active_run_per_learner(client, monkeypatch):
-    sent = []
-    monkeypatch.setattr(services, "_launch", lambda run: None)
-    monkeypatch.setattr(services, "run_command", lambda *, run, cmd: sent.append((run.pk, cmd)))
-    client.get(reverse("demo:index"), {"preset": "preemption"})
-    first = DemoRun.objects.get()
-    client.get(reverse("demo:index"), {"preset": "concurrency"})
-    assert (first.pk, {"type": "stop"}) in sent
+def test_a_pool_too_small_for_the_smallest_prompt_is_refused_with_the_minimum(client):
+    from courseapp.demo.host import min_prompt_tokens
+    from engine.training.corpus import SYSTEM_PROMPT
+
+    needed = min_prompt_tokens(SYSTEM_PROMPT, presets.SHORT_QUESTION) + presets.MIN_ANSWER_TOKENS
+    blocks = -(-needed // 16)
+    response = client.post(reverse("demo:run-create"), {"num_blocks": str(blocks - 1), "block_size": "16"}, **JSON)
+    assert response.status_code == 400
+    message = response.json()["error"]
+    assert f"{needed}" in message and f"{blocks}" in message
+    assert not DemoRun.objects.exists()
+
+
+@pytest.mark.django_db
+def test_the_busy_answer_states_when_a_place_frees_up(client, settings, no_engine):
+    settings.DEMO_MAX_ACTIVE_RUNS = 1
+    soon = timezone.now() + timedelta(minutes=3)
+    DemoRun.objects.create(spec={}, status="running", watched_at=timezone.now(), expires_at=soon)
+    response = start(client)
+    assert response.status_code == 503 and int(response["Retry-After"]) > 0
+    assert 150 <= response.json()["retry_in"] <= 181
+    assert timezone.localtime(soon).strftime("%H:%M:%S") in response.json()["wait"]
+    page = client.post(reverse("demo:run-create"), {"preset": "preemption"})  # the form (no script)
+    assert page.status_code == 503
+    assert 'data-demo-busy' in page.content.decode() and 'value="preemption"' in page.content.decode()
+
+
+@pytest.mark.django_db
+def test_the_cap_counts_only_runs_someone_watches(client, settings, no_engine):
+    settings.DEMO_MAX_ACTIVE_RUNS = 1
+    DemoRun.objects.create(spec={}, status="running", watched_at=timezone.now() - timedelta(seconds=45))
+    assert start(client).status_code == 201
+
+
+@pytest.mark.django_db
+def test_one_client_address_has_a_limit_of_its_own(settings, no_engine):
+    settings.DEMO_MAX_RUNS_PER_ADDRESS = 2
+    for _ in range(2):
+        assert start(Client()).status_code == 201
+    refused = start(Client())
+    assert refused.status_code == 429
+    assert refused.json()["error"] == ko("Your network already has %(n)d demo runs going, the most it may have at once.", n=2)
+
+
+@pytest.mark.django_db
+def test_a_second_scene_stops_the_first_and_both_pages_say_so(client, no_engine, django_capture_on_commit_callbacks):
+    first = DemoRun.objects.get(pk=start(client, "preemption").json()["run"])
+    with django_capture_on_commit_callbacks(execute=True):
+        response = start(client, "concurrency")
+    second = DemoRun.objects.get(pk=response.json()["run"])
+    first.refresh_from_db()
+    assert first.status == "stopped" and first.end_reason == "replaced" and first.replaced_by == second
+    assert (str(first.pk), {"type": "stop", "reason": "replaced"}) in no_engine
+    assert response.json()["replaced"] == [presets.PRESETS["preemption"]["title"]]
+    new_page = client.get(reverse("demo:run", args=[second.pk])).content.decode()
+    assert presets.PRESETS["preemption"]["title"] in new_page
+    old_summary = client.get(reverse("demo:run-summary", args=[first.pk]))
+    assert old_summary.status_code == 286
+    assert ko("stopped: you opened another scene") in old_summary.content.decode()
 
 
 @pytest.mark.django_db
@@ -54,11 +156,65 @@ def test_summary_polls_while_active_and_stops_after(client):
     assert done.status_code == 286 and "stopped responding" in done.content.decode()
 
 
+# --- class runs ----------------------------------------------------------------------------------
+def join(client, code, name="민지"):
+    return client.post(reverse("demo:class-join"), {"code": code, "display_name": name})
+
+
 @pytest.mark.django_db
-def test_a_preset_can_open_paused(client, monkeypatch):
-    monkeypatch.setattr(services, "_launch", lambda run: None)
-    client.get(reverse("demo:index"), {"preset": "preemption", "paused": "1"})
-    assert DemoRun.objects.get().spec["start_paused"] is True
+def test_join_codes_are_long_and_unambiguous():
+    codes = {DemoRun.objects.create(spec={}).join_code for _ in range(30)}
+    assert len(codes) == 30
+    assert all(len(code) >= 8 and set(code) <= set(JOIN_ALPHABET) for code in codes)
+    assert not set("0O1IL") & set(JOIN_ALPHABET)
+
+
+@pytest.mark.django_db
+def test_joining_keeps_the_chosen_name_in_the_session(client):
+    run = DemoRun.objects.create(spec={"open": True}, status="running", is_class=True)
+    response = join(client, run.join_code.lower(), name="  민지   A ")
+    assert response.status_code == 302 and response["Location"] == reverse("demo:run", args=[run.pk])
+    assert client.session["demo_joined"] == {str(run.pk): "민지 A"}
+    assert 'data-submit' in client.get(response["Location"]).content.decode()
+    assert join(Client(), run.join_code, name=" ").status_code == 400  # a name is required
+
+
+@pytest.mark.django_db
+def test_wrong_join_codes_are_throttled_per_client():
+    run = DemoRun.objects.create(spec={"open": True}, status="running", is_class=True)
+    guesser = Client()
+    for i in range(10):
+        assert join(guesser, f"WRONG{i:03d}").status_code == 404
+    assert join(guesser, run.join_code).status_code == 429  # even the right one, for a while
+    assert "demo_joined" not in guesser.session
+
+
+# --- replays -------------------------------------------------------------------------------------
+def finished_run(**fields):
+    recorder = traces.TraceRecorder()
+    for step in range(3):
+        recorder.add({"lanes": [{"name": "mine", "step": step, "requests": [{"prompt": "내 비밀 문의"}]}]})
+    return DemoRun.objects.create(status="finished", trace_packed=recorder.packed(), **fields)
+
+
+@pytest.mark.django_db
+def test_a_preset_replay_is_for_anyone(client):
+    run = finished_run(preset="preemption", spec={"open": False})
+    response = client.get(reverse("demo:run-trace", args=[run.pk]))
+    assert response.status_code == 200
+    stored = response.json()
+    assert stored["base"]["lanes"][0]["step"] == 0 and len(stored["deltas"]) == 2
+    zipped = client.get(reverse("demo:run-trace", args=[run.pk]), HTTP_ACCEPT_ENCODING="gzip, br")
+    assert zipped["Content-Encoding"] == "gzip" and bytes(zipped.content) == bytes(run.trace_packed)
+
+
+@pytest.mark.django_db
+def test_a_learners_own_run_replays_for_its_owner_only(client, no_engine):
+    client.get(reverse("demo:index"))
+    owner_run = DemoRun.objects.get(pk=start(client).json()["run"])
+    run = finished_run(spec={"open": True}, owner=owner_run.owner)
+    assert client.get(reverse("demo:run-trace", args=[run.pk])).status_code == 200
+    assert Client().get(reverse("demo:run-trace", args=[run.pk])).status_code == 403
 
 
 @pytest.mark.django_db
@@ -67,7 +223,6 @@ def test_timestamped_prompts_differ_inside_the_first_block(hh, mm, ss):
     """The prefix-caching scene's point: a clock at the front leaves no block to share."""
     from datetime import datetime
 
-    from courseapp.demo import presets
     from engine import EngineConfig, LLMEngine
 
     spec = presets.spec_for("prefix-caching", system_prompt="시스템", now=datetime(2026, 1, 1, hh, mm, ss))

@@ -1,0 +1,123 @@
+"""How runs end: nobody watching, never picked up, too old, a host gone silent, paused too long;
+and the writes that report it surviving a locked database."""
+import time
+from datetime import timedelta
+
+import pytest
+from django.db import OperationalError
+from django.db.models.query import QuerySet
+from django.utils import timezone
+
+from courseapp.demo import limits, services
+from courseapp.demo.models import DemoRun
+
+
+def ago(seconds):
+    return timezone.now() - timedelta(seconds=seconds)
+
+
+@pytest.fixture
+def commands(monkeypatch):
+    sent = []
+    monkeypatch.setattr(services, "run_command", lambda *, run, cmd: sent.append((str(run.pk), cmd)) or True)
+    return sent
+
+
+@pytest.mark.django_db
+def test_the_reaper_ends_runs_nobody_watches_or_no_worker_took(commands):
+    watched = DemoRun.objects.create(spec={}, status="running", watched_at=ago(5), heartbeat_at=timezone.now())
+    left = DemoRun.objects.create(spec={}, status="running", watched_at=ago(61), heartbeat_at=timezone.now())
+    queued = DemoRun.objects.create(spec={}, status="queued", watched_at=ago(5))
+    DemoRun.objects.filter(pk=queued.pk).update(created_at=ago(61))
+    old = DemoRun.objects.create(spec={}, status="running", watched_at=ago(5), heartbeat_at=timezone.now(), expires_at=ago(1))
+
+    ended = services.runs_reap()
+
+    assert set(ended) == {str(left.pk), str(queued.pk), str(old.pk)}
+    reasons = dict(DemoRun.objects.values_list("pk", "end_reason"))
+    assert reasons[left.pk] == "no_viewer" and reasons[queued.pk] == "never_picked_up" and reasons[old.pk] == "lifetime"
+    assert DemoRun.objects.get(pk=watched.pk).status == "running"
+    assert DemoRun.objects.get(pk=left.pk).status == "expired"
+    assert (str(left.pk), {"type": "stop", "reason": "no_viewer"}) in commands
+    assert services.runs_reap() == []  # once
+
+
+@pytest.mark.django_db
+def test_a_worker_that_stopped_beating_fails_its_run_but_a_live_local_run_does_not(commands, monkeypatch):
+    from courseapp.demo.host import embedded
+
+    silent = DemoRun.objects.create(spec={}, status="running", host="celery@gone", watched_at=ago(1), heartbeat_at=ago(30))
+    local = DemoRun.objects.create(spec={}, status="running", host="embedded", watched_at=ago(1), heartbeat_at=ago(30))
+    monkeypatch.setattr(embedded, "is_ticking", lambda run_id: run_id == str(local.pk))  # its heartbeat waits on a lock
+    services.runs_reap()
+    assert DemoRun.objects.get(pk=silent.pk).status == "failed"
+    assert DemoRun.objects.get(pk=local.pk).status == "running"
+
+
+@pytest.fixture
+def locked_once(monkeypatch):
+    """The next UPDATE fails the way SQLite does after its busy timeout."""
+    real_update = QuerySet.update
+    failures = {"left": 1}
+
+    def update(self, **kwargs):
+        if failures["left"]:
+            failures["left"] -= 1
+            raise OperationalError("database is locked")
+        return real_update(self, **kwargs)
+
+    monkeypatch.setattr(QuerySet, "update", update)
+    monkeypatch.setattr(services.time, "sleep", lambda s: None)
+    return failures
+
+
+@pytest.mark.django_db
+def test_a_heartbeat_survives_a_transient_lock(locked_once):
+    run = DemoRun.objects.create(spec={}, status="running", heartbeat_at=ago(8))
+    services.run_heartbeat(run_id=str(run.pk))
+    run.refresh_from_db()
+    assert run.status == "running" and timezone.now() - run.heartbeat_at < timedelta(seconds=2)
+
+
+@pytest.mark.django_db
+def test_a_heartbeat_never_raises_even_if_the_lock_stays(locked_once):
+    run = DemoRun.objects.create(spec={}, status="running", heartbeat_at=ago(3))
+    locked_once["left"] = 100
+    services.run_heartbeat(run_id=str(run.pk))  # logged, not raised: the run goes on
+    run.refresh_from_db()
+    assert run.status == "running"
+
+
+@pytest.mark.django_db
+def test_a_runs_end_is_recorded_through_a_lock_and_keeps_its_trace(locked_once):
+    run = DemoRun.objects.create(spec={}, status="stopped", end_reason="replaced")  # stopped from outside first
+    services.run_finish(run_id=str(run.pk), trace=b"packed", status="stopped", reason="replaced")
+    run.refresh_from_db()
+    assert run.status == "stopped" and run.end_reason == "replaced" and bytes(run.trace_packed) == b"packed"
+
+
+@pytest.mark.django_db
+def test_prompts_are_limited_over_a_sliding_minute(monkeypatch):
+    clock = {"now": 1_000_050.0}  # 50 s into a fixed window
+    monkeypatch.setattr(limits.time, "time", lambda: clock["now"])
+    assert all(limits.hit(key="t", limit=6, window=60) for _ in range(6))
+    assert not limits.hit(key="t", limit=6, window=60)
+    clock["now"] += 15  # a new fixed window began; the last minute still holds six
+    assert not limits.hit(key="t", limit=6, window=60)
+    clock["now"] += 60
+    assert limits.hit(key="t", limit=6, window=60)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_paused_run_with_nothing_happening_ends(settings):
+    settings.DEMO_PAUSED_IDLE_S = 1
+    spec = services.run_spec(preset="preemption", paused=True)
+    run = services.run_start(owner=None, spec=spec).run
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        run.refresh_from_db()
+        if not run.is_active:
+            break
+        time.sleep(0.2)
+    assert run.status == "expired" and run.end_reason == "paused_idle"
+    assert run.finished_at is not None
