@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx2 as httpx
+import aiohttp
 import websockets
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -77,37 +77,44 @@ class Tally:
     errors: list = field(default_factory=list)
     client_errors: list = field(default_factory=list)
 
-    def record(self, kind: str, began: float, response: httpx.Response) -> None:
+    def record(self, kind: str, path: str, began: float, status: int) -> None:
         self.latencies[kind].append(time.perf_counter() - began)
-        if response.status_code >= 500:
-            self.errors.append(f"{kind} {response.request.url.path} → {response.status_code}")
-        elif response.status_code >= 400:
-            self.client_errors.append(f"{kind} {response.request.url.path} → {response.status_code}")
+        if status >= 500:
+            self.errors.append(f"{kind} {path} → {status}")
+        elif status >= 400:
+            self.client_errors.append(f"{kind} {path} → {status}")
 
 
-def _answer(card_type: str, body: str) -> dict | None:
+def _answer(card_type: str, body: str, rng: random.Random) -> dict | None:
     """A plausible answer for a card, as the browser's form would send it."""
     nonce = NONCE.search(body)
     if nonce is None:
         return None
-    data = {"nonce": nonce.group(1)}
+    data = [("nonce", nonce.group(1))]
     choices = CHOICE.findall(body)
     if card_type == "single" and choices:
-        data["choice"] = random.choice(choices)
+        data.append(("choice", rng.choice(choices)))
     elif card_type == "multi" and choices:
-        data["choice"] = random.sample(choices, k=random.randint(1, len(choices)))
+        data += [("choice", c) for c in rng.sample(choices, k=rng.randint(1, len(choices)))]
     elif card_type == "numeric":
-        data["value"] = str(random.choice([3, 16, 4096, 2.5]))
+        data.append(("value", str(rng.choice([3, 16, 4096, 2.5]))))
     elif card_type == "short":
-        data["text"] = random.choice(["외부 단편화", "preemption", "블록 테이블"])
+        data.append(("text", rng.choice(["외부 단편화", "preemption", "블록 테이블"])))
     else:
         return None
     return data
 
 
+def _htmx(session: aiohttp.ClientSession, url: str) -> dict:
+    csrf = next((c.value for c in session.cookie_jar if c.key == "csrftoken"), "")
+    return {"HX-Request": "true", "X-CSRFToken": csrf, "Referer": url + "/"}
+
+
 async def learner(url: str, deadline: float, tally: Tally, seed: int) -> None:
+    """One learner with a cookie jar of their own (their own session once they write)."""
     rng = random.Random(seed)
-    async with httpx.AsyncClient(base_url=url, timeout=30.0) as client:
+    timeout = aiohttp.ClientTimeout(total=30)
+    async with aiohttp.ClientSession(base_url=url, timeout=timeout, cookie_jar=aiohttp.CookieJar(unsafe=True)) as session:
         cards: list = []
         section = rng.choice(SECTIONS)
         while time.perf_counter() < deadline:
@@ -115,40 +122,45 @@ async def learner(url: str, deadline: float, tally: Tally, seed: int) -> None:
             try:
                 if roll < 0.7 or not cards:
                     section = rng.choice(SECTIONS)
+                    path = f"/lessons/21/{section}/"
                     began = time.perf_counter()
-                    r = await client.get(f"/lessons/21/{section}/")
-                    tally.record("page", began, r)
-                    found = [(slug, kind, body) for slug, kind, body in CARD.findall(r.text)]
-                    cards = found or cards
+                    async with session.get(path) as r:
+                        text = await r.text()
+                    tally.record("page", path, began, r.status)
+                    cards = CARD.findall(text) or cards
                 elif roll < 0.9:
                     slug, kind, body = rng.choice(cards)
-                    data = _answer(kind, body)
+                    data = _answer(kind, body, rng)
                     if data is None:
                         continue
+                    path = f"/questions/{slug}/submit/"
                     began = time.perf_counter()
-                    r = await client.post(f"/questions/{slug}/submit/", data=data, headers=_htmx(client))
-                    tally.record("submit", began, r)
+                    async with session.post(path, data=data, headers=_htmx(session, url)) as r:
+                        await r.read()
+                    tally.record("submit", path, began, r.status)
                 else:
+                    path = f"/lessons/21/{section}/read/"
                     began = time.perf_counter()
-                    r = await client.post(f"/lessons/21/{section}/read/", headers=_htmx(client))
-                    tally.record("read", began, r)
-            except httpx.HTTPError as exc:
+                    async with session.post(path, headers=_htmx(session, url)) as r:
+                        await r.read()
+                    tally.record("read", path, began, r.status)
+            except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
                 tally.errors.append(f"{type(exc).__name__}: {exc}")
 
 
-def _htmx(client) -> dict:
-    return {"HX-Request": "true", "X-CSRFToken": client.cookies.get("csrftoken", ""), "Referer": str(client.base_url)}
-
-
 async def start_scene(url: str, preset: str) -> str:
-    """Open a scene as the page's script does: GET the page, then POST to start it."""
-    async with httpx.AsyncClient(base_url=url, timeout=60.0, follow_redirects=True) as client:
-        page = await client.get(f"/demo/?preset={preset}")
-        r = await client.post("/demo/runs/", data={"preset": preset}, headers=_htmx(client))
-        text = r.text if r.status_code < 400 else page.text
-        found = re.search(r'"run"\s*:\s*"([0-9a-f-]{36})"', text) or re.search(r'data-run="([0-9a-f-]{36})"', text)
+    """Open a scene as a learner does: the page, then the POST its script sends to start it."""
+    async with aiohttp.ClientSession(base_url=url, cookie_jar=aiohttp.CookieJar(unsafe=True)) as session:
+        async with session.get(f"/demo/?preset={preset}") as page:
+            html = await page.text()
+        start = re.search(r'data-start-url="([^"]+)"', html)
+        async with session.post(start.group(1) if start else "/demo/runs/", data={"preset": preset},
+                                headers={**_htmx(session, url), "Accept": "application/json"}) as r:
+            text = await r.text()
+        found = re.search(r'"run"\s*:\s*"([0-9a-f-]{36})"', text) or re.search(r'data-run="([0-9a-f-]{36})"', text) \
+            or re.search(r'/demo/runs/([0-9a-f-]{36})/', str(r.url))
         if found is None:
-            raise RuntimeError(f"could not start the scene: {r.status_code} {r.text[:300]}")
+            raise RuntimeError(f"could not start the scene: {r.status} {text[:300]}")
         return found.group(1)
 
 

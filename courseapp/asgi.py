@@ -1,22 +1,23 @@
-"""ASGI entry point: Daphne serves HTTP and, through Channels, the demo's websockets."""
+"""ASGI entry point: Daphne serves HTTP (Django on a few threads, see http_threads.py) and,
+through Channels, the demo's websockets."""
 import os
 
-from django.core.asgi import get_asgi_application
+from django.core.wsgi import get_wsgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "courseapp.settings.dev")
-django_asgi_app = get_asgi_application()  # must run before anything imports models
+django_wsgi_app = get_wsgi_application()  # must run before anything imports models
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from django.conf import settings  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
-from courseapp.concurrency import HttpConcurrencyLimit  # noqa: E402
+from courseapp.http_threads import WsgiOnThreads  # noqa: E402
 from courseapp.demo.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": HttpConcurrencyLimit(django_asgi_app, settings.HTTP_MAX_CONCURRENCY),
+        "http": WsgiOnThreads(django_wsgi_app, threads=settings.HTTP_THREADS),
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

@@ -3,6 +3,7 @@ from dataclasses import dataclass
 
 from courseapp.learners.models import Learner
 from courseapp.lessons.outline import outline_for
+from courseapp.lessons.rendering import code_stamp
 from courseapp.quizzes.models import Attempt
 
 
@@ -32,8 +33,19 @@ def latest_scores(learner: Learner | None, questions) -> dict[int, float]:
     return latest
 
 
+_STAMP = code_stamp("lessons/partials", "learners/partials")
+
+
+class Drawn(list):
+    """A list a page draws, with `key`: what the drawing depends on, for `{% cache %}`. Pages
+    built from the same outline and the same learner state share the cached markup."""
+
+    key: str = ""
+
+
 def mastery_by_objective(*, learner: Learner | None, lesson) -> list[Mastery]:
-    grouped = outline_for(lesson).questions_by_objective()
+    outline = outline_for(lesson)
+    grouped = outline.questions_by_objective()
     scores = latest_scores(learner, [q.pk for _, qs in grouped for q in qs])
     out = []
     for objective, questions in grouped:
@@ -42,7 +54,9 @@ def mastery_by_objective(*, learner: Learner | None, lesson) -> list[Mastery]:
         answered = sum(1 for i in ids if i in scores)
         score = sum(scores.get(i, 0.0) for i in ids) / total if total else 0.0
         out.append(Mastery(objective=objective, score=score, answered=answered, total=total))
-    return out
+    drawn = Drawn(out)
+    drawn.key = f"{_STAMP}/{outline.version}/" + ",".join(f"{m.percent}:{m.answered}" for m in out)
+    return drawn
 
 
 def sections_read(*, learner: Learner | None, lesson) -> set[int]:
@@ -54,7 +68,10 @@ def sections_read(*, learner: Learner | None, lesson) -> set[int]:
 def sections_with_read(*, learner: Learner | None, lesson) -> list[tuple]:
     """(section, read?) in lesson order: the table of contents with its check marks."""
     read = sections_read(learner=learner, lesson=lesson)
-    return [(s, s.pk in read) for s in outline_for(lesson).sections]
+    outline = outline_for(lesson)
+    drawn = Drawn((s, s.pk in read) for s in outline.sections)
+    drawn.key = f"{_STAMP}/{outline.version}/" + ",".join(str(pk) for pk in sorted(read))
+    return drawn
 
 
 def resume_section(*, learner: Learner | None, lesson):

@@ -15,7 +15,8 @@ if not os.environ.get("DATABASE_URL"):
             "NAME": BASE_DIR / "db.sqlite3",
             "OPTIONS": dict(SQLITE_OPTIONS),
             # Live-server (browser) tests need a file-backed test DB shared across threads.
-            "TEST": {"NAME": BASE_DIR / ".test-db.sqlite3"},
+            # TEST_DB_NAME lets two runs on one machine keep out of each other's way.
+            "TEST": {"NAME": os.environ.get("TEST_DB_NAME") or BASE_DIR / ".test-db.sqlite3"},
         }
     }
 LOGGING = {"version": 1, "disable_existing_loggers": False}
