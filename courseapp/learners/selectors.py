@@ -23,13 +23,15 @@ def latest_scores(learner: Learner | None, questions) -> dict[int, float]:
     """question id → score of the learner's most recent attempt at it."""
     if learner is None:
         return {}
+    wanted = set(questions)
     latest = {}
+    # All the learner's attempts, filtered here: a few dozen rows read faster than the ORM
+    # builds an IN clause of every question of the lesson.
     for question_id, score in (
-        Attempt.objects.filter(learner=learner, question__in=questions)
-        .order_by("question_id", "created_at", "pk")
-        .values_list("question_id", "score")
+        Attempt.objects.filter(learner=learner).order_by("created_at", "pk").values_list("question_id", "score")
     ):
-        latest[question_id] = score  # later rows overwrite earlier ones
+        if question_id in wanted:
+            latest[question_id] = score  # later rows overwrite earlier ones
     return latest
 
 
