@@ -314,9 +314,11 @@ class EmbeddedHost:
         with self._lock:
             return list(self.sessions.items())
 
-    def shutdown(self, timeout: float = 5.0) -> None:
-        """Stop every run and wait for its thread, so no engine thread is still inside torch
-        while the interpreter tears down (a native abort at exit otherwise)."""
+    def shutdown(self, timeout: float = 10.0) -> None:
+        """Stop every run and wait for its thread (at exit). An engine thread still inside torch
+        while the interpreter finalises is stopped at its next GIL hand-over by a forced unwind
+        through torch's C++ frames: `terminate called without an active exception`, the process
+        aborts (exit 134) instead of exiting. Stopping Daphne (Ctrl-C, SIGTERM) mid-scene did that."""
         with self._lock:
             threads = list(self.threads.items())
         for run_id, _thread in threads:

@@ -1,4 +1,5 @@
-"""Each lesson scene from its URL, in the system Chromium, against Daphne with the real engine."""
+"""Each lesson scene from its URL, in the system Chromium, against Daphne with the real engine.
+A scene's page starts its run with a POST from its script; reading the page starts nothing."""
 import re
 
 import pytest
@@ -11,6 +12,22 @@ def open_preset(page, site, name):
     page.goto(f"{site}/demo/?preset={name}")
     expect(page.locator("#demo")).to_have_attribute("data-state", "finished", timeout=120_000)
     return page
+
+
+def test_a_scene_page_starts_its_run_and_a_second_scene_stops_the_first_saying_so(demo_page, asgi_site):
+    from courseapp.demo.models import DemoRun
+
+    first = demo_page
+    first.goto(f"{asgi_site}/demo/?preset=preemption&paused=1")
+    expect(first.locator("#demo")).to_have_attribute("data-state", "paused", timeout=60_000)
+    expect(first).to_have_url(re.compile(r"/demo/runs/[0-9a-f-]{36}/$"))  # a reload shows this run, starts none
+    second = first.context.new_page()
+    second.goto(f"{asgi_site}/demo/?preset=concurrency&paused=1")
+    expect(second.locator("[data-notice]")).to_contain_text("KV 캐시가 꽉 차면")  # the previous run's title
+    expect(first.locator("#demo")).to_have_attribute("data-state", "stopped", timeout=30_000)
+    expect(first.locator("p[data-status]")).to_have_text("멈춤: 다른 장면을 열었습니다")
+    assert list(DemoRun.objects.values_list("preset", "status").order_by("created_at")) == [
+        ("preemption", "stopped"), ("concurrency", "running")]
 
 
 def metric(page, lane, name):
@@ -141,7 +158,8 @@ def test_class_mode_learners_requests_interleave_in_the_instructors_run(browser,
         page = browser.new_context(viewport={"width": 1200, "height": 900}).new_page()
         page.set_default_timeout(60_000)
         page.goto(f"{asgi_site}/demo/")
-        page.locator("input[name=code]").fill(code)
+        page.locator("input[name=code]").fill(code.lower())  # typed as read off the projector
+        page.locator("input[name=display_name]").fill(f"학생{i}")
         page.get_by_role("button", name="참여").click()
         expect(page.locator("[data-join-code]")).to_have_text(code)
         expect(page.locator("[data-action=pause]")).to_have_count(0)  # only the instructor drives
@@ -151,7 +169,8 @@ def test_class_mode_learners_requests_interleave_in_the_instructors_run(browser,
 
     outputs = teacher.locator("[data-lane=mine] .outputs li")
     expect(outputs).to_have_count(2)
-    expect(teacher.locator("[data-lane=mine] .outputs li .owner")).to_have_text([re.compile("guest"), re.compile("guest")])
+    # Everyone sees the names the learners chose, never usernames or guest ids.
+    expect(teacher.locator("[data-lane=mine] .outputs li .owner")).to_have_text(["학생0", "학생1"])
     expect(learners[0].locator("[data-lane=mine] .outputs li")).to_have_count(2)  # everyone sees one pool
     expect(teacher.locator("[data-lane=mine] .outputs li[data-status=finished]")).to_have_count(2, timeout=90_000)
     for page in [teacher, *learners]:
