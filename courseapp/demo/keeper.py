@@ -21,6 +21,7 @@ REAP_EVERY_S = 5.0
 
 _lock = threading.Lock()
 _thread: threading.Thread | None = None
+_stopping = threading.Event()
 
 
 def ensure_started() -> None:
@@ -29,6 +30,17 @@ def ensure_started() -> None:
         if _thread is None or not _thread.is_alive():
             _thread = threading.Thread(target=_loop, name="demo-keeper", daemon=True)
             _thread.start()
+
+
+def stop(timeout: float = 5.0) -> None:
+    """Stop the thread now (tests: it must not outlive the database it was started against)."""
+    global _thread
+    with _lock:
+        thread, _thread = _thread, None
+    if thread is not None:
+        _stopping.set()
+        thread.join(timeout)
+        _stopping.clear()
 
 
 def beat() -> None:
@@ -58,8 +70,7 @@ def _loop() -> None:
 
     last_reap = time.monotonic()
     try:
-        while True:
-            time.sleep(BEAT_EVERY_S)
+        while not _stopping.wait(BEAT_EVERY_S):
             try:
                 beat()
                 if time.monotonic() - last_reap >= REAP_EVERY_S:
@@ -67,9 +78,8 @@ def _loop() -> None:
                     services.runs_reap()
                     if not DemoRun.objects.filter(status__in=DemoRun.ACTIVE).exists() and _retire(embedded):
                         return
+                close_old_connections()
             except Exception:  # e.g. the database is busy: next round
                 logger.warning("demo keeper: a round failed", exc_info=True)
-            finally:
-                close_old_connections()
     finally:
         connections.close_all()

@@ -46,10 +46,12 @@ def scaled(transactional_db):
     log.close()
 
 
-async def watch(url: str, run_id: str, until, timeout: float, send=None):
-    """Read frames from the run's socket until `until(message)` is true."""
+async def watch(url: str, run_id: str, until, timeout: float, send=None, cookie: str = ""):
+    """Read frames from the run's socket until `until(message)` is true. `cookie`: the session of
+    whoever started the run (only its owner may send prompts into it)."""
     ws_url = url.replace("http://", "ws://") + f"/ws/demo/runs/{run_id}/"
-    async with websockets.connect(ws_url, origin=url) as sock:
+    headers = {"Cookie": cookie} if cookie else None
+    async with websockets.connect(ws_url, origin=url, additional_headers=headers) as sock:
         if send:
             await sock.send(json.dumps(send))
         deadline = time.monotonic() + timeout
@@ -69,7 +71,10 @@ def test_worker_hosts_the_run_streams_blocks_and_its_death_is_reported(scaled):
     import urllib.request
 
     # A learner's own open run, started over HTTP like the page does.
-    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor())
+    import http.cookiejar
+
+    jar = http.cookiejar.CookieJar()
+    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
     page = opener.open(f"{url}/demo/").read().decode()
     token = page.split('name="csrfmiddlewaretoken" value="')[1].split('"')[0]
     data = f"csrfmiddlewaretoken={token}&num_blocks=64".encode()
@@ -79,7 +84,8 @@ def test_worker_hosts_the_run_streams_blocks_and_its_death_is_reported(scaled):
 
     run = DemoRun.objects.get(pk=run_id)
     assert run.host.startswith("celery")
-    frame = run_in_fresh_loop(lambda: watch(url, run_id, lambda m: bool(owned_blocks(m)), timeout=90,
+    cookie = "; ".join(f"{c.name}={c.value}" for c in jar)
+    frame = run_in_fresh_loop(lambda: watch(url, run_id, lambda m: bool(owned_blocks(m)), timeout=90, cookie=cookie,
                                             send={"type": "submit", "prompt": "배송이 언제 오나요?", "max_tokens": 200}))
     assert owned_blocks(frame), "block events for the submitted request arrived from the worker"
     run.refresh_from_db()
