@@ -138,13 +138,15 @@ def run_start(*, owner, spec: dict, client_addr: str | None = None, is_class: bo
 
 
 def _launch(run: DemoRun) -> None:
+    from courseapp.demo import keeper
+
+    keeper.ensure_started()  # whoever hosts the run, this process reaps it if nobody opens it
     run_id = str(run.id)
     if _host_mode() == "celery":
         from courseapp.demo.tasks import run_demo
 
         run_demo.apply_async(args=[run_id], queue="engine")
         return
-    from courseapp.demo import keeper
     from courseapp.demo.host import embedded
 
     embedded.start(
@@ -154,7 +156,6 @@ def _launch(run: DemoRun) -> None:
         on_begin=lambda: run_begin(run_id=run_id, host="embedded"),
         on_finish=lambda end: run_finish(run_id=run_id, **end),
     )
-    keeper.ensure_started()
 
 
 # --- the host reports --------------------------------------------------------------------------

@@ -121,3 +121,31 @@ def test_a_paused_run_with_nothing_happening_ends(settings):
         time.sleep(0.2)
     assert run.status == "expired" and run.end_reason == "paused_idle"
     assert run.finished_at is not None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_engine_failure_ends_its_run_with_the_reason_and_nothing_else(monkeypatch):
+    import engine
+
+    def broken_step(self):
+        raise RuntimeError("the KV pool is on fire")
+
+    monkeypatch.setattr(engine.LLMEngine, "step", broken_step)
+    run = services.run_start(owner=None, spec=services.run_spec(preset="concurrency")).run
+    for _ in range(300):
+        run.refresh_from_db()
+        if not run.is_active:
+            break
+        time.sleep(0.1)
+    assert run.status == "failed" and run.error == "RuntimeError: the KV pool is on fire"
+    # The process goes on: the next run starts and ends normally.
+    monkeypatch.undo()
+    spec = services.run_spec(preset="concurrency")
+    spec["step_delay"] = 0
+    after = services.run_start(owner=None, spec=spec).run
+    for _ in range(600):
+        after.refresh_from_db()
+        if not after.is_active:
+            break
+        time.sleep(0.1)
+    assert after.status == "finished"
