@@ -15,6 +15,8 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timezone as dt_timezone
 
+from django.utils.functional import SimpleLazyObject
+
 from courseapp.demo.frames import FrameBuilder, LaneState
 from courseapp.demo.traces import TraceRecorder
 
@@ -328,4 +330,17 @@ class EmbeddedHost:
             thread.join(max(0.0, deadline - time.monotonic()))
 
 
-embedded = EmbeddedHost()
+def _embedded_host():
+    """`make run` hosts the engine in a process of its own (engine_process.py); the test settings
+    keep it in threads of this process so tests can reach into a session."""
+    from django.conf import settings
+
+    if settings.DEMO_ENGINE_PROCESS:
+        from courseapp.demo.engine_process import ProcessHost
+
+        return ProcessHost(torch_threads=settings.DEMO_ENGINE_THREADS)
+    return EmbeddedHost()
+
+
+# Chosen on first use, not at import: the engine process imports this module without Django.
+embedded = SimpleLazyObject(_embedded_host)

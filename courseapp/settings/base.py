@@ -158,6 +158,10 @@ CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"
 # and frames travel through channels-redis. Without it, everything runs in this one process.
 REDIS_URL = os.environ.get("REDIS_URL", "")
 DEMO_HOST = "celery" if REDIS_URL else "embedded"
+# Embedded mode runs the engine in a child process (courseapp/demo/engine_process.py): page views
+# do not slow it down and a crash inside torch cannot take the site with it.
+DEMO_ENGINE_PROCESS = os.environ.get("DEMO_ENGINE_PROCESS", "1") == "1"
+DEMO_ENGINE_THREADS = int(os.environ.get("DEMO_ENGINE_THREADS", "1"))  # torch threads in that process
 DEMO_MAX_ACTIVE_RUNS = int(os.environ.get("DEMO_MAX_ACTIVE_RUNS", "6"))  # runs someone is watching, server-wide
 # Per client address: a class behind one NAT address shares it, so raise it for such a room.
 DEMO_MAX_RUNS_PER_ADDRESS = int(os.environ.get("DEMO_MAX_RUNS_PER_ADDRESS", "3"))

@@ -21,3 +21,6 @@ if not os.environ.get("DATABASE_URL"):
     }
 LOGGING = {"version": 1, "disable_existing_loggers": False}
 DEMO_STEP_DELAY = 0.005
+# Engine sessions as threads of the test process (tests reach into them); the engine-process
+# host has tests of its own, and DEMO_ENGINE_PROCESS=1 in a server's environment turns it on.
+DEMO_ENGINE_PROCESS = os.environ.get("DEMO_ENGINE_PROCESS", "0") == "1"

@@ -1,0 +1,250 @@
+"""Embedded mode's engine in a process of its own beside the web server (`make run`).
+
+The demo's sessions (host.RunSession) used to run as threads of the web process. Two things
+went wrong there with a class on the server: every page view took the interpreter lock from
+the engine (bench/web_load.py: the demo stepped at 0.15× its idle rate under 50 learners), and
+anything native that aborts — torch's C++ runtime, say — took the whole site down with it.
+
+Here one child process (started on the first run, with `spawn`, so nothing of the web process
+is forked) hosts every session in its own threads and talks to this process over a pipe:
+
+    web process                                       engine process
+    ProcessHost.start  ──("start", run, spec)──▶      RunSession thread per run
+    ProcessHost.command ─("command", run, cmd)─▶      session.command
+    reader thread  ◀──("frame", run, frame)───        every coalesced frame
+                   ◀──("state", run, ticking, idle)─  twice a second
+                   ◀──("end", run, end)───────────    status/reason or error, packed trace
+
+Django (the database, the channel layer) stays in the web process: the reader thread publishes
+frames (events.publish) and hands each run's end to services.run_finish. If the engine process
+dies, every run it hosted ends as failed with its exit code, and the next run starts a new one.
+The interface is EmbeddedHost's, so services, the keeper and the consumer do not change.
+"""
+import atexit
+import logging
+import multiprocessing
+import threading
+import time
+from datetime import datetime
+
+logger = logging.getLogger("courseapp.demo")
+
+STATE_EVERY_S = 0.5
+TICKING_WITHIN_S = 10.0
+
+
+# --- the engine process ------------------------------------------------------------------------
+def _child_main(conn, torch_threads: int) -> None:
+    import torch
+
+    torch.set_num_threads(torch_threads)  # the web process needs the other core
+    from courseapp.demo.host import RunSession
+
+    sessions: dict[str, RunSession] = {}
+    threads: dict[str, threading.Thread] = {}
+    send_lock = threading.Lock()
+    done = threading.Event()
+
+    def send(message) -> None:
+        with send_lock:
+            try:
+                conn.send(message)
+            except (OSError, EOFError):  # the web process is gone
+                done.set()
+
+    def serve(run_id: str, session: RunSession) -> None:
+        end: dict = {}
+        try:
+            session.run()
+            end = session.end()
+        except Exception as exc:  # the run ends with its reason; the other runs go on
+            logger.exception("demo run %s failed", run_id)
+            end = {"error": f"{type(exc).__name__}: {exc}"}
+        finally:
+            sessions.pop(run_id, None)
+            threads.pop(run_id, None)
+            send(("end", run_id, {"trace": session.trace.packed(), **end}))
+
+    def report() -> None:
+        while not done.wait(STATE_EVERY_S):
+            for run_id, session in list(sessions.items()):
+                send(("state", run_id, session.is_ticking(), session.idle_until()))
+
+    threading.Thread(target=report, name="demo-engine-state", daemon=True).start()
+    while not done.is_set():
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            break
+        kind, run_id = message[0], message[1] if len(message) > 1 else None
+        if kind == "start":
+            session = RunSession(run_id, message[2], publish=lambda frame, r=run_id: send(("frame", r, frame)))
+            sessions[run_id] = session
+            threads[run_id] = threading.Thread(target=serve, args=(run_id, session), name=f"demo-run-{run_id[:8]}")
+            threads[run_id].start()
+        elif kind == "command" and run_id in sessions:
+            sessions[run_id].command(message[2])
+        elif kind == "shutdown":
+            break
+    # Stop and join every engine thread before the interpreter finalises (host.EmbeddedHost.shutdown says why).
+    for session in list(sessions.values()):
+        session.command({"type": "stop", "reason": "shutdown"})
+    for thread in list(threads.values()):
+        thread.join(10)
+    done.set()
+
+
+# --- the web process's side --------------------------------------------------------------------
+class _Run:
+    """What the web process knows of a run in the engine process."""
+
+    def __init__(self, publish, on_finish):
+        self.publish, self.on_finish = publish, on_finish
+        self.latest: dict | None = None
+        self.ticking, self.state_at = True, time.monotonic()  # it is starting
+        self._idle_until: datetime | None = None
+
+    def is_ticking(self) -> bool:
+        return self.ticking and time.monotonic() - self.state_at < TICKING_WITHIN_S
+
+    def idle_until(self) -> datetime | None:
+        return self._idle_until
+
+
+class ProcessHost:
+    def __init__(self, torch_threads: int = 1):
+        self.torch_threads = torch_threads
+        self.runs: dict[str, _Run] = {}
+        self._lock = threading.Lock()
+        self._send_lock = threading.Lock()
+        self._proc = None
+        self._conn = None
+
+    # EmbeddedHost's interface ------------------------------------------------------------------
+    def start(self, run_id: str, spec: dict, publish, on_begin, on_finish) -> None:
+        """on_begin() → False if the run ended before it could start; on_finish(end) gets
+        {"trace", "status", "reason"} or {"trace", "error"}."""
+        with self._lock:
+            self.runs[run_id] = _Run(publish, on_finish)
+
+        def begin():
+            try:
+                if not on_begin():
+                    self.runs.pop(run_id, None)
+                    return
+                self._send(("start", run_id, spec))
+            except Exception as exc:  # e.g. the engine process could not start
+                logger.exception("demo run %s could not start", run_id)
+                self._end(run_id, {"trace": None, "error": f"{type(exc).__name__}: {exc}"})
+            finally:
+                _close_db()
+
+        threading.Thread(target=begin, name=f"demo-begin-{run_id[:8]}", daemon=True).start()
+
+    def command(self, run_id: str, cmd: dict) -> bool:
+        if run_id not in self.runs:
+            return False
+        try:
+            self._send(("command", run_id, cmd))
+        except OSError:
+            return False
+        return True
+
+    def latest(self, run_id: str) -> dict | None:
+        run = self.runs.get(run_id)
+        return run.latest if run else None
+
+    def is_alive(self, run_id: str) -> bool:
+        return run_id in self.runs
+
+    def is_ticking(self, run_id: str) -> bool:
+        run = self.runs.get(run_id)
+        return run is not None and run.is_ticking()
+
+    def live(self) -> list[tuple[str, _Run]]:
+        with self._lock:
+            return list(self.runs.items())
+
+    def shutdown(self, timeout: float = 10.0) -> None:
+        proc = self._proc
+        if proc is None:
+            return
+        try:
+            self._send(("shutdown",), start=False)
+        except OSError:
+            pass
+        proc.join(timeout)
+        if proc.is_alive():
+            proc.terminate()
+            proc.join(5)
+
+    # the engine process -------------------------------------------------------------------------
+    def _send(self, message, start: bool = True) -> None:
+        with self._send_lock:
+            if start and (self._proc is None or not self._proc.is_alive()):
+                self._spawn()
+            if self._conn is None:
+                raise OSError("no engine process")
+            self._conn.send(message)
+
+    def _spawn(self) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        parent, child = ctx.Pipe()
+        proc = ctx.Process(target=_child_main, args=(child, self.torch_threads), name="demo-engine", daemon=True)
+        proc.start()
+        child.close()
+        self._proc, self._conn = proc, parent
+        threading.Thread(target=self._read, args=(proc, parent), name="demo-engine-reader", daemon=True).start()
+        atexit.register(self.shutdown)
+        logger.info("demo engine process %s started", proc.pid)
+
+    def _read(self, proc, conn) -> None:
+        while True:
+            try:
+                message = conn.recv()
+            except (EOFError, OSError):
+                break
+            kind, run_id = message[0], message[1]
+            run = self.runs.get(run_id)
+            if run is None:
+                continue
+            if kind == "frame":
+                run.latest = message[2]
+                run.publish(message[2])
+            elif kind == "state":
+                run.ticking, run._idle_until, run.state_at = message[2], message[3], time.monotonic()
+            elif kind == "end":
+                self._end(run_id, message[2])
+        proc.join(5)
+        with self._send_lock:
+            if self._proc is proc:
+                self._proc, self._conn = None, None
+        reason = f"the engine process stopped (exit code {proc.exitcode})"
+        if proc.exitcode not in (0, None):
+            logger.error("demo engine process %s: %s", proc.pid, reason)
+        for run_id, _run in self.live():
+            self._end(run_id, {"trace": None, "error": reason})
+
+    def _end(self, run_id: str, end: dict) -> None:
+        """The run's end goes to the database from a thread of its own: a write waiting on a lock
+        must not hold up the frames of the other runs."""
+        with self._lock:
+            run = self.runs.pop(run_id, None)
+        if run is None:
+            return
+
+        def finish():
+            try:
+                run.on_finish(end)
+            except Exception:
+                logger.exception("demo run %s: could not record its end", run_id)
+            finally:
+                _close_db()
+
+        threading.Thread(target=finish, name=f"demo-end-{run_id[:8]}", daemon=True).start()
+
+
+def _close_db() -> None:
+    from django.db import connections
+
+    connections.close_all()  # this short thread's connections; they would outlive it otherwise
