@@ -198,7 +198,12 @@ async def measure(url: str, clients: int, seconds: float, preset: str | None, id
     demo = None
     if preset:
         demo = asyncio.create_task(watch_demo(url, preset, stop, steps))
-        await asyncio.sleep(3)  # the first scene loads the model
+        for _ in range(1200):  # the first scene starts the engine process and loads the model
+            if len(steps) >= 3 or demo.done():
+                break
+            await asyncio.sleep(0.1)
+        if demo.done():
+            demo.result()  # raises what went wrong
         idle_from = time.perf_counter()
         await asyncio.sleep(idle_seconds)
         idle_until = time.perf_counter()
