@@ -132,7 +132,7 @@ def run_start(*, owner, spec: dict, client_addr: str | None = None, is_class: bo
             DemoRun.objects.filter(pk__in=[r.pk for r in previous], status__in=DemoRun.ACTIVE).update(
                 status=Status.STOPPED, end_reason=Reason.REPLACED, replaced_by=run, finished_at=now)
             for old in previous:
-                transaction.on_commit(lambda old=old: run_command(run=old, cmd={"type": "stop", "reason": Reason.REPLACED}))
+                transaction.on_commit(lambda old=old: run_command(run=old, cmd={"type": "stop", "reason": Reason.REPLACED.value}))
     transaction.on_commit(lambda: _launch(run))
     return Started(run, previous)
 
@@ -198,7 +198,7 @@ def run_end(*, run: DemoRun, status: str, reason: str, error: str = "") -> bool:
     updated = DemoRun.objects.filter(pk=run.pk, status__in=DemoRun.ACTIVE).update(
         status=status, end_reason=reason, error=error, finished_at=timezone.now())
     if updated:
-        run_command(run=run, cmd={"type": "stop", "reason": reason})
+        run_command(run=run, cmd={"type": "stop", "reason": str(reason)})  # plain text for any channel layer
     return bool(updated)
 
 
