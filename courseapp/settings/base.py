@@ -147,7 +147,7 @@ DATA_UPLOAD_MAX_NUMBER_FIELDS = 200
 
 SESSION_COOKIE_AGE = 60 * 60 * 24 * 180  # guests keep their progress for half a year
 # Threads running Django for HTTP requests in one ASGI process (courseapp/http_threads.py).
-HTTP_THREADS = int(os.environ.get("HTTP_THREADS", "4"))
+HTTP_THREADS = int(os.environ.get("HTTP_THREADS", "2"))
 # Sessions are read on every page: from the cache, with the database behind it (writes go to both).
 SESSION_ENGINE = "django.contrib.sessions.backends.cached_db"
 # One process by default: a local-memory cache big enough for a class's sessions and rendered
