@@ -71,7 +71,7 @@ def latest_attempt(*, learner, question) -> Attempt | None:
 
 def attempt_history(*, learner, questions) -> dict[int, tuple[Attempt, int]]:
     """question id → (latest attempt, number of attempts), in one query for a page of cards."""
-    if learner is None:
+    if learner is None or not questions:
         return {}
     out: dict[int, tuple[Attempt, int]] = {}
     for attempt in Attempt.objects.filter(learner=learner, question__in=questions).order_by("created_at", "pk"):
