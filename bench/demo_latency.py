@@ -3,54 +3,18 @@ and whether 20 viewers slow the engine, measured side by side against 1 viewer.
 
     python -m bench.demo_latency [--viewers 20] [--preset preemption]
 
-Starts its own Daphne (embedded engine, a throwaway SQLite database) on a free port.
+Starts the server as `make run` does (engine process, a throwaway SQLite database) on a free port.
 """
 import argparse
 import asyncio
-import http.cookiejar
 import json
-import os
-import re
-import socket
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
-import urllib.request
-from pathlib import Path
 
 import websockets
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_server(db: str, step_delay: str):
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "courseapp.settings.dev", "DATABASE_URL": f"sqlite:///{db}",
-           "DEMO_STEP_DELAY": step_delay, "DEMO_MAX_ACTIVE_RUNS": "50"}
-    bin_dir = Path(sys.executable).parent
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
-    port = free_port()
-    proc = subprocess.Popen([str(bin_dir / "daphne"), "-b", "127.0.0.1", "-p", str(port), "courseapp.asgi:application"],
-                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    for _ in range(300):
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return proc, f"http://127.0.0.1:{port}"
-        time.sleep(0.1)
-    raise RuntimeError("daphne did not start")
-
-
-def start_run(url: str, preset: str) -> str:
-    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
-    html = opener.open(f"{url}/demo/?preset={preset}").read().decode()
-    return re.search(r'data-run="([0-9a-f-]+)"', html).group(1)
+from bench.web_load import start_scene, start_server, stop_server
 
 
 async def viewer(url: str, run_id: str, latencies: list, steps: list):
@@ -62,12 +26,12 @@ async def viewer(url: str, run_id: str, latencies: list, steps: list):
             if frame.get("type") == "frame":
                 latencies.append(now - frame["sent_at"])
                 steps.append((now, frame["lanes"][0]["step"]))
-            if frame.get("status") in ("finished", "failed"):
+            if frame.get("status") in ("finished", "failed", "stopped", "expired"):
                 return
 
 
 async def watch(url: str, preset: str, n: int):
-    run_id = start_run(url, preset)
+    run_id = await start_scene(url, preset)
     latencies, steps = [], []
     views = [viewer(url, run_id, latencies, s) for s in [steps] + [[] for _ in range(n - 1)]]
     began = time.monotonic()
@@ -84,15 +48,14 @@ def main(argv=None):
     ap.add_argument("--step-delay", default="0.08", help="the demo's pacing at ×1 (DEMO_STEP_DELAY)")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        proc, url = start_server(str(Path(tmp) / "bench.sqlite3"), args.step_delay)
+        proc, url = start_server(tmp, DEMO_STEP_DELAY=args.step_delay, DEMO_MAX_ACTIVE_RUNS="50")
         try:
-            asyncio.run(watch(url, args.preset, 1))  # warm-up: loads the model once
+            asyncio.run(watch(url, args.preset, 1))  # warm-up: starts the engine process, loads the model
             one = asyncio.run(watch(url, args.preset, 1))
             many = asyncio.run(watch(url, args.preset, args.viewers))
         finally:
-            proc.terminate()
-            proc.wait(10)
-    print(f"preset {args.preset}, step delay {args.step_delay} s, Daphne + embedded engine on this machine")
+            stop_server(proc)
+    print(f"preset {args.preset}, step delay {args.step_delay} s, `make run` (Daphne + engine process) on this machine")
     print(f"{'viewers':>8} {'frames':>8} {'p50 ms':>8} {'p95 ms':>8} {'steps/s':>8} {'run s':>7}")
     for n, (lat, rate, elapsed) in ((1, one), (args.viewers, many)):
         q = statistics.quantiles([x * 1000 for x in lat], n=20)

@@ -44,10 +44,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(tmp: str):
-    """`make run` on a throwaway database; returns (process, base url)."""
+def start_server(tmp: str, **settings: str):
+    """`make run` on a throwaway database (and any settings given, as environment variables);
+    returns (process, base url)."""
     port = free_port()
-    env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp}/bench.sqlite3", "PORT": str(port)}
+    env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp}/bench.sqlite3", "PORT": str(port), **settings}
     env.pop("DEBUG", None)
     log = open(Path(tmp) / "server.log", "w")
     proc = subprocess.Popen(["make", "--no-print-directory", "run"], cwd=ROOT, env=env, stdout=log,
