@@ -119,6 +119,8 @@ class ProcessHost:
         self._send_lock = threading.Lock()
         self._proc = None
         self._conn = None
+        self._reader: threading.Thread | None = None
+        self._finishing: list[threading.Thread] = []  # ends being written (joined at exit)
 
     # EmbeddedHost's interface ------------------------------------------------------------------
     def start(self, run_id: str, spec: dict, publish, on_begin, on_finish) -> None:
@@ -177,6 +179,11 @@ class ProcessHost:
         if proc.is_alive():
             proc.terminate()
             proc.join(5)
+        # The runs' ends ("stopped: the server restarted") reach the database before we exit.
+        if self._reader is not None:
+            self._reader.join(5)
+        for thread in list(self._finishing):
+            thread.join(5)
 
     # the engine process -------------------------------------------------------------------------
     def _send(self, message, start: bool = True) -> None:
@@ -194,7 +201,8 @@ class ProcessHost:
         proc.start()
         child.close()
         self._proc, self._conn = proc, parent
-        threading.Thread(target=self._read, args=(proc, parent), name="demo-engine-reader", daemon=True).start()
+        self._reader = threading.Thread(target=self._read, args=(proc, parent), name="demo-engine-reader", daemon=True)
+        self._reader.start()
         atexit.register(self.shutdown)
         logger.info("demo engine process %s started", proc.pid)
 
@@ -240,8 +248,11 @@ class ProcessHost:
                 logger.exception("demo run %s: could not record its end", run_id)
             finally:
                 _close_db()
+                self._finishing.remove(thread)
 
-        threading.Thread(target=finish, name=f"demo-end-{run_id[:8]}", daemon=True).start()
+        thread = threading.Thread(target=finish, name=f"demo-end-{run_id[:8]}", daemon=True)
+        self._finishing.append(thread)
+        thread.start()
 
 
 def _close_db() -> None:

@@ -6,6 +6,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import OperationalError, connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -105,6 +106,17 @@ def _serialise_starts() -> None:
             cursor.execute("SELECT pg_advisory_xact_lock(74021)")
 
 
+def _ended_here(run: DemoRun) -> bool:
+    """Its session here has ended and its end is being written: the learner saw it finish and
+    opened the next scene at once. It is not "replaced"."""
+    if run.host != "embedded" or run.status != Status.RUNNING:
+        return False
+    from courseapp.demo.host import embedded
+
+    fresh = run.heartbeat_at is not None and timezone.now() - run.heartbeat_at < STALE_AFTER
+    return fresh and not embedded.is_alive(str(run.pk))
+
+
 def run_start(*, owner, spec: dict, client_addr: str | None = None, is_class: bool = False) -> Started:
     """Create a run and launch it. One active run per learner: their previous one is stopped
     (and says so). The server's cap counts runs someone is watching; each client address has
@@ -114,7 +126,8 @@ def run_start(*, owner, spec: dict, client_addr: str | None = None, is_class: bo
         _serialise_starts()
         previous = []
         if owner is not None and not is_class:
-            previous = list(DemoRun.objects.select_for_update().filter(owner=owner, status__in=DemoRun.ACTIVE, is_class=False))
+            previous = [r for r in DemoRun.objects.select_for_update().filter(owner=owner, status__in=DemoRun.ACTIVE, is_class=False)
+                        if not _ended_here(r)]
         others = DemoRun.objects.filter(status__in=DemoRun.ACTIVE).exclude(pk__in=[r.pk for r in previous])
         watched = list(others.filter(watched_at__gte=now - WATCHING_WITHIN).only("expires_at", "idle_until"))
         if len(watched) >= settings.DEMO_MAX_ACTIVE_RUNS:
@@ -181,10 +194,16 @@ def run_finish(*, run_id: str, trace: bytes | None, error: str | None = None,
     """Record a run's end and keep its trace (also when it was stopped or expired from outside)."""
     final = Status.FAILED if error else status
 
+    # A run that finished while the learner was opening the next scene did finish (the stop
+    # reached a session that had already ended).
+    still_open = Q(status__in=DemoRun.ACTIVE)
+    if final == Status.FINISHED:
+        still_open |= Q(status=Status.STOPPED, end_reason=Reason.REPLACED)
+
     def write():
         with transaction.atomic():
             DemoRun.objects.filter(pk=run_id).update(trace_packed=trace)
-            DemoRun.objects.filter(pk=run_id, status__in=DemoRun.ACTIVE).update(
+            DemoRun.objects.filter(still_open, pk=run_id).update(
                 status=final, end_reason=reason, error=error or "", finished_at=timezone.now())
 
     _retrying(write, what="run finish", attempts=8)

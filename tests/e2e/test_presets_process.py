@@ -52,6 +52,10 @@ async def watch_to_the_end(url: str, run_id: str, timeout: float = 300) -> dict:
                 return message
 
 
+# `make run` hosts the engine in a child process; DEMO_ENGINE_PROCESS=0 keeps it in threads of Daphne.
+HOSTS = [pytest.param({"DEMO_ENGINE_PROCESS": "1"}, id="engine-process"), pytest.param({"DEMO_ENGINE_PROCESS": "0"}, id="threads")]
+
+
 @pytest.fixture
 def daphne(transactional_db, request):
     proc, url, log = start_daphne(getattr(request, "param", {}))
@@ -60,6 +64,7 @@ def daphne(transactional_db, request):
     log.close()
 
 
+@pytest.mark.parametrize("daphne", HOSTS, indirect=True)
 def test_the_five_scenes_back_to_back_and_three_at_once_in_one_process(daphne):
     proc, url = daphne
     learner = Learner(url)
@@ -87,7 +92,7 @@ def test_the_five_scenes_back_to_back_and_three_at_once_in_one_process(daphne):
     assert sorted(DemoRun.objects.values_list("status", flat=True)) == ["finished"] * 8
 
 
-@pytest.mark.parametrize("daphne", [{"DEMO_MAX_ACTIVE_RUNS": "8", "DEMO_MAX_RUNS_PER_ADDRESS": "20"}], indirect=True)
+@pytest.mark.parametrize("daphne", [{"DEMO_MAX_ACTIVE_RUNS": "8", "DEMO_MAX_RUNS_PER_ADDRESS": "20", "DEMO_ENGINE_PROCESS": "1"}], indirect=True)
 def test_twenty_learners_starting_scenes_at_once_get_no_server_error(daphne):
     proc, url = daphne
     learners = [Learner(url) for _ in range(20)]
@@ -108,6 +113,7 @@ def test_twenty_learners_starting_scenes_at_once_get_no_server_error(daphne):
     assert proc.poll() is None
 
 
+@pytest.mark.parametrize("daphne", HOSTS, indirect=True)
 def test_stopping_the_server_mid_scene_ends_the_runs_and_exits_cleanly(daphne):
     """Ctrl-C or SIGTERM while engines run: the runs end ("the server restarted") and the
     process exits normally, not with a native abort from engine threads inside torch."""

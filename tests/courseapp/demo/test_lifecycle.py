@@ -97,6 +97,14 @@ def test_a_runs_end_is_recorded_through_a_lock_and_keeps_its_trace(locked_once):
 
 
 @pytest.mark.django_db
+def test_a_run_that_finished_as_the_next_scene_opened_is_recorded_finished(commands):
+    run = DemoRun.objects.create(spec={}, status="stopped", end_reason="replaced")
+    services.run_finish(run_id=str(run.pk), trace=b"packed", status="finished")
+    run.refresh_from_db()
+    assert run.status == "finished" and run.end_reason == ""
+
+
+@pytest.mark.django_db
 def test_prompts_are_limited_over_a_sliding_minute(monkeypatch):
     clock = {"now": 1_000_050.0}  # 50 s into a fixed window
     monkeypatch.setattr(limits.time, "time", lambda: clock["now"])
