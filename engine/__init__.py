@@ -4,9 +4,22 @@
     eng = LLMEngine(EngineConfig(block_size=16, num_blocks=512, max_num_seqs=32, max_num_batched_tokens=512))
     outs = eng.generate(["..."], SamplingParams(temperature=0.0, max_tokens=64))
 """
-from engine.config import ConfigError, EngineConfig
-from engine.llm_engine import LLMEngine, RequestError
-from engine.outputs import RequestOutput
-from engine.sampling import SamplingError, SamplingParams
+import importlib
 
-__all__ = ["ConfigError", "EngineConfig", "LLMEngine", "RequestError", "RequestOutput", "SamplingError", "SamplingParams"]
+# Resolved on first use (PEP 562), so `import engine.training.corpus` (the shipped system prompt,
+# which the web process needs) does not pull in torch.
+_EXPORTS = {
+    "ConfigError": "engine.config", "EngineConfig": "engine.config",
+    "LLMEngine": "engine.llm_engine", "RequestError": "engine.llm_engine",
+    "RequestOutput": "engine.outputs",
+    "SamplingError": "engine.sampling", "SamplingParams": "engine.sampling",
+}
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'engine' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    globals()[name] = value
+    return value
