@@ -43,7 +43,8 @@ def _child_main(conn, torch_threads: int) -> None:
     sessions: dict[str, RunSession] = {}
     threads: dict[str, threading.Thread] = {}
     send_lock = threading.Lock()
-    done = threading.Event()
+    done = threading.Event()  # the web process is gone, or everything has stopped
+    stopping = threading.Event()
 
     def send(message) -> None:
         with send_lock:
@@ -58,8 +59,11 @@ def _child_main(conn, torch_threads: int) -> None:
             session.run()
             end = session.end()
         except Exception as exc:  # the run ends with its reason; the other runs go on
-            logger.exception("demo run %s failed", run_id)
-            end = {"error": f"{type(exc).__name__}: {exc}"}
+            if stopping.is_set() or done.is_set():  # shutting down, e.g. while the model was still loading
+                end = {"status": "stopped", "reason": "shutdown"}
+            else:
+                logger.exception("demo run %s failed", run_id)
+                end = {"error": f"{type(exc).__name__}: {exc}"}
         finally:
             sessions.pop(run_id, None)
             threads.pop(run_id, None)
@@ -87,6 +91,7 @@ def _child_main(conn, torch_threads: int) -> None:
         elif kind == "shutdown":
             break
     # Stop and join every engine thread before the interpreter finalises (host.EmbeddedHost.shutdown says why).
+    stopping.set()
     for session in list(sessions.values()):
         session.command({"type": "stop", "reason": "shutdown"})
     for thread in list(threads.values()):

@@ -257,6 +257,7 @@ class EmbeddedHost:
         self.threads: dict[str, threading.Thread] = {}
         self._lock = threading.Lock()
         self._atexit = False
+        self._shutting_down = False
 
     def start(self, run_id: str, spec: dict, publish, on_begin, on_finish) -> None:
         """on_begin() → False if the run ended before its thread started; on_finish(end) gets
@@ -271,8 +272,11 @@ class EmbeddedHost:
                 session.run()
                 end = session.end()
             except Exception as exc:  # the run ends with the reason; the process goes on
-                logger.exception("demo run %s failed", run_id)
-                end = {"error": f"{type(exc).__name__}: {exc}"}
+                if self._shutting_down:  # e.g. still loading the model as the interpreter exits
+                    end = {"status": "stopped", "reason": "shutdown"}
+                else:
+                    logger.exception("demo run %s failed", run_id)
+                    end = {"error": f"{type(exc).__name__}: {exc}"}
             finally:
                 with self._lock:
                     self.sessions.pop(run_id, None)
@@ -321,6 +325,7 @@ class EmbeddedHost:
         while the interpreter finalises is stopped at its next GIL hand-over by a forced unwind
         through torch's C++ frames: `terminate called without an active exception`, the process
         aborts (exit 134) instead of exiting. Stopping Daphne (Ctrl-C, SIGTERM) mid-scene did that."""
+        self._shutting_down = True
         with self._lock:
             threads = list(self.threads.items())
         for run_id, _thread in threads:

@@ -108,7 +108,11 @@ def start_daphne(extra_env: dict):
 
 @pytest.fixture
 def asgi_site(transactional_db):
-    """Daphne serving the whole app (HTTP + websockets, embedded engine) on the test DB."""
+    """Daphne serving the whole app (HTTP + websockets, embedded engine) on the test DB, with the
+    lesson loaded (an earlier transactional test may have emptied the tables)."""
+    from courseapp.lessons.loader import content_load
+
+    content_load(root=settings.CONTENT_DIR)
     proc, url, log = start_daphne({})
     yield url
     stop_process(proc)
