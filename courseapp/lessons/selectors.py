@@ -13,6 +13,3 @@ def lesson_neighbours(*, lesson: Lesson) -> tuple[Lesson | None, Lesson | None]:
     prev = siblings.filter(number__lt=lesson.number).order_by("-number").first()
     nxt = siblings.filter(number__gt=lesson.number).order_by("number").first()
     return prev, nxt
-
-
-
