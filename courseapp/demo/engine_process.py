@@ -27,10 +27,11 @@ import threading
 import time
 from datetime import datetime
 
+from courseapp.demo.host import TICKING_WITHIN_S
+
 logger = logging.getLogger("courseapp.demo")
 
 STATE_EVERY_S = 0.5
-TICKING_WITHIN_S = 10.0
 
 
 # --- the engine process ------------------------------------------------------------------------
@@ -54,20 +55,10 @@ def _child_main(conn, torch_threads: int) -> None:
                 done.set()
 
     def serve(run_id: str, session: RunSession) -> None:
-        end: dict = {}
-        try:
-            session.run()
-            end = session.end()
-        except Exception as exc:  # the run ends with its reason; the other runs go on
-            if stopping.is_set() or done.is_set():  # shutting down, e.g. while the model was still loading
-                end = {"status": "stopped", "reason": "shutdown"}
-            else:
-                logger.exception("demo run %s failed", run_id)
-                end = {"error": f"{type(exc).__name__}: {exc}"}
-        finally:
-            sessions.pop(run_id, None)
-            threads.pop(run_id, None)
-            send(("end", run_id, {"trace": session.trace.packed(), **end}))
+        end = session.run_to_end(lambda: stopping.is_set() or done.is_set())
+        sessions.pop(run_id, None)
+        threads.pop(run_id, None)
+        send(("end", run_id, end))
 
     def report() -> None:
         while not done.wait(STATE_EVERY_S):

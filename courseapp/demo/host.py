@@ -94,6 +94,21 @@ class RunSession:
     def end(self) -> dict:
         return {"status": self.status, "reason": self.reason}
 
+    def run_to_end(self, shutting_down) -> dict:
+        """Run; then how it ended, with the packed trace: {"status", "reason"} or {"error"}. A
+        failure while the host is shutting down (e.g. the model still loading as the interpreter
+        exits) is the shutdown's doing, not the run's."""
+        try:
+            self.run()
+            end = self.end()
+        except Exception as exc:  # the run ends with the reason; the host goes on
+            if shutting_down():
+                end = {"status": "stopped", "reason": "shutdown"}
+            else:
+                logger.exception("demo run %s failed", self.run_id)
+                end = {"error": f"{type(exc).__name__}: {exc}"}
+        return {"trace": self.trace.packed(), **end}
+
     # --- setup ---------------------------------------------------------------------------------
     def _build(self) -> None:
         eng = _engine()
@@ -267,23 +282,15 @@ class EmbeddedHost:
         def target():
             end: dict = {}
             try:
-                if not on_begin():
-                    return
-                session.run()
-                end = session.end()
-            except Exception as exc:  # the run ends with the reason; the process goes on
-                if self._shutting_down:  # e.g. still loading the model as the interpreter exits
-                    end = {"status": "stopped", "reason": "shutdown"}
-                else:
-                    logger.exception("demo run %s failed", run_id)
-                    end = {"error": f"{type(exc).__name__}: {exc}"}
+                if on_begin():
+                    end = session.run_to_end(lambda: self._shutting_down)
             finally:
                 with self._lock:
                     self.sessions.pop(run_id, None)
                     self.threads.pop(run_id, None)
                 try:
                     if end:
-                        on_finish({"trace": session.trace.packed(), **end})
+                        on_finish(end)
                 finally:
                     from django.db import connections
 

@@ -28,7 +28,7 @@ from courseapp.quizzes.selectors import (
 from courseapp.quizzes.services import attempt_submit
 
 
-def feedback_context(*, question, attempt, learner, tries: int | None = None) -> dict | None:
+def feedback_context(*, question, attempt, tries: int) -> dict | None:
     """What the learner sees after a submission. The key is revealed only once the answer is
     right or after a second try, so the first feedback points to the lesson, not the answer."""
     if attempt is None:
@@ -39,8 +39,6 @@ def feedback_context(*, question, attempt, learner, tries: int | None = None) ->
         verdict = "partial"
     else:
         verdict = "wrong"
-    if tries is None:
-        tries = attempts_count(learner=learner, question=question)
     return {
         "verdict": verdict,
         "percent": round(attempt.score * 100),
@@ -100,16 +98,17 @@ def card_context(*, question, learner, seed, attempt=_LOOK_UP, tries: int | None
         "cache_key": f"{question.pk}/{version}/{seed}/{attempt.pk if attempt else 0}/{tries}/{get_language()}/{_CARD_STAMP}/{opaque_id('', 'cache', '')}",
         "prompt": SimpleLazyObject(lambda: markdown_inline(question.prompt)),
         "display": SimpleLazyObject(lambda: _display(question, attempt, seed)),
-        "feedback": SimpleLazyObject(lambda: feedback_context(question=question, attempt=attempt, learner=learner, tries=tries)),
+        "feedback": SimpleLazyObject(lambda: feedback_context(question=question, attempt=attempt, tries=tries)),
     }
 
 
 def _cards(questions, *, learner, seed) -> list[dict]:
     history = attempt_history(learner=learner, questions=questions)
-    return [
-        card_context(question=q, learner=learner, seed=seed, attempt=history.get(q.pk, (None, 0))[0], tries=history.get(q.pk, (None, 0))[1])
-        for q in questions
-    ]
+    cards = []
+    for q in questions:
+        attempt, tries = history.get(q.pk, (None, 0))
+        cards.append(card_context(question=q, learner=learner, seed=seed, attempt=attempt, tries=tries))
+    return cards
 
 
 def question_cards(request, *, learner, section) -> list[dict]:
