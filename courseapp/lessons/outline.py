@@ -36,6 +36,7 @@ class Outline:
     questions: tuple  # in lesson order, each with .lesson and .objective set
     glossary: tuple
     anchor_pages: dict = field(default_factory=dict)  # anchor → URL of the page that carries it
+    by_objective: tuple = ()  # (objective, [its questions]) in lesson order
 
     def section(self, slug: str) -> Section:
         for s in self.sections:
@@ -51,8 +52,8 @@ class Outline:
         anchors = set(section.anchors)
         return [q for q in self.questions if q.anchor in anchors]
 
-    def questions_by_objective(self) -> list[tuple]:
-        return [(o, [q for q in self.questions if q.objective_id == o.pk]) for o in self.objectives]
+    def questions_by_objective(self) -> tuple:
+        return self.by_objective
 
 
 _kept: dict[int, Outline] = {}
@@ -80,7 +81,8 @@ def _build(number: int, version: str) -> Outline:
     for s in sections:
         for anchor in s.anchors:
             pages.setdefault(anchor, s.get_absolute_url())
-    return Outline(version, lesson, sections, objectives, questions, tuple(lesson.glossary.all()), pages)
+    grouped = tuple((o, [q for q in questions if q.objective_id == o.pk]) for o in objectives)
+    return Outline(version, lesson, sections, objectives, questions, tuple(lesson.glossary.all()), pages, grouped)
 
 
 def outline_get(*, number: int) -> Outline:
