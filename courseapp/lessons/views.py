@@ -1,5 +1,5 @@
 from django.http import HttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import render
 from django.views.decorators.http import require_POST
 
 from courseapp.learners.selectors import mastery_by_objective, resume_section, sections_with_read
@@ -75,8 +75,7 @@ def section_detail(request, number, slug):
 def section_visited(request, number, slug):
     """Remember the section as the place to resume. Only for a learner who already has a row:
     a visit alone never creates one."""
-    lesson = lesson_get(number=number)
-    section = get_object_or_404(lesson.sections, slug=slug)
+    section = outline_get(number=number).section(slug)
     learner = learner_get(request)
     if learner is not None:
         section_visit(learner=learner, section=section)
@@ -85,8 +84,8 @@ def section_visited(request, number, slug):
 
 @require_POST
 def section_read(request, number, slug):
-    lesson = lesson_get(number=number)
-    section = get_object_or_404(lesson.sections, slug=slug)
+    outline = outline_get(number=number)
+    lesson, section = outline.lesson, outline.section(slug)
     learner = learner_get(request, create=True)
     section_mark_read(learner=learner, section=section)
     return render(request, "lessons/partials/read_mark.html", {"lesson": lesson, "section": section, "is_read": True})
