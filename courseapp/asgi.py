@@ -13,11 +13,17 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from courseapp.http_threads import WsgiOnThreads  # noqa: E402
+from courseapp.http_workers import WorkerPool  # noqa: E402
 from courseapp.demo.routing import websocket_urlpatterns  # noqa: E402
+
+workers = None
+if settings.HTTP_WORKERS:
+    workers = WorkerPool(workers=settings.HTTP_WORKERS, paths=settings.HTTP_WORKER_PATHS,
+                         settings_module=os.environ["DJANGO_SETTINGS_MODULE"], databases=settings.DATABASES)
 
 application = ProtocolTypeRouter(
     {
-        "http": WsgiOnThreads(django_wsgi_app, threads=settings.HTTP_THREADS),
+        "http": WsgiOnThreads(django_wsgi_app, threads=settings.HTTP_THREADS, workers=workers),
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

@@ -10,7 +10,8 @@ interpreter lock and queueing on asgiref's context-local locks: 22 req/s on the 
 is sent back from the loop. Responses are buffered, which suits this app: pages, htmx partials
 and small static files. (asgiref's WsgiToAsgi does the same job but sends from the worker
 thread, and under Daphne its thread-sensitive executor broke after a few hundred requests.)
-Websockets do not come here; Channels serves them.
+Websockets do not come here; Channels serves them. With a `workers` pool (http_workers.py), the
+paths it handles are answered by its processes instead of these threads.
 """
 import asyncio
 from concurrent.futures import ThreadPoolExecutor
@@ -20,19 +21,24 @@ from asgiref.wsgi import WsgiToAsgiInstance
 
 
 class WsgiOnThreads:
-    def __init__(self, wsgi_application, threads: int):
+    def __init__(self, wsgi_application, threads: int, workers=None):
         self.wsgi_application = wsgi_application
         self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="http")
+        self.workers = workers  # an http_workers.WorkerPool, or None
 
     async def __call__(self, scope, receive, send):
         request = _Request(self.wsgi_application)
-        await request(scope, receive, send, self.pool)
+        workers = self.workers if self.workers is not None and self.workers.handles(scope["path"]) else None
+        await request(scope, receive, send, self.pool, workers)
+
+
+_BAD_REQUEST = {"type": "http.response.start", "status": 400, "headers": [(b"content-type", b"text/plain")]}, b"Bad Request"
 
 
 class _Request(WsgiToAsgiInstance):
     """One request: asgiref builds the WSGI environ and parses start_response; we run it."""
 
-    async def __call__(self, scope, receive, send, pool):
+    async def __call__(self, scope, receive, send, pool, workers=None):
         self.scope = scope
         with SpooledTemporaryFile(max_size=65536) as body:
             while True:
@@ -43,15 +49,29 @@ class _Request(WsgiToAsgiInstance):
                 if not message.get("more_body"):
                     break
             body.seek(0)
-            start, content = await asyncio.get_running_loop().run_in_executor(pool, self._run, body)
+            if workers is not None:
+                start, content = await self._run_on(workers, body)
+            else:
+                start, content = await asyncio.get_running_loop().run_in_executor(pool, self._run, body)
         await send(start)
         await send({"type": "http.response.body", "body": content})
+
+    async def _run_on(self, workers, body) -> tuple[dict, bytes]:
+        try:
+            environ = self.build_environ(self.scope, body)
+        except ValueError:
+            return _BAD_REQUEST
+        data = body.read()
+        del environ["wsgi.input"], environ["wsgi.errors"]  # the worker makes its own
+        status, headers, content = await workers.serve(environ, data)
+        self.start_response(status, headers)
+        return self.response_start, content
 
     def _run(self, body) -> tuple[dict, bytes]:
         try:
             environ = self.build_environ(self.scope, body)
         except ValueError:  # too many duplicate headers
-            return {"type": "http.response.start", "status": 400, "headers": [(b"content-type", b"text/plain")]}, b"Bad Request"
+            return _BAD_REQUEST
         response = self.wsgi_application(environ, self.start_response)
         try:
             content = b"".join(response)

@@ -30,8 +30,12 @@ def lesson(db):
 
 @pytest.fixture(autouse=True)
 def _fresh_cache():
-    """Sessions, throttles and rendered sections live in the cache: no test sees another's."""
+    """Sessions, throttles and rendered sections live in the cache, the lesson outline in the
+    process: no test sees another's (a rolled-back edit sends no signal)."""
     from django.core.cache import cache
 
+    from courseapp.lessons.outline import outline_forget
+
     cache.clear()
+    outline_forget()
     yield

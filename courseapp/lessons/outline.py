@@ -4,13 +4,22 @@ version and kept in this process.
 Every lesson page needs the table of contents, the objectives and their questions, and the
 anchor each feedback links to; reading them row by row was most of a page view. One small
 query tells the version: per table, how many rows and the latest `updated_at` (`load_content`
-and admin edits touch it), so an edit shows on the next request. The rows kept here are shared
-between requests: read them, never change them.
+and admin edits touch it). The rows kept here are shared between requests: read them, never
+change them.
+
+Asking for the version on every request was a tenth of the web process's time under a class's
+load, so a process asks at most once per `OUTLINE_RECHECK_SECONDS` (1 s): an edit saved in this
+process (the admin, `load_content` in a test) shows on the next request, because saving a
+content row bumps `_generation`; one saved by another process (`manage.py load_content` while
+the server runs, another web process) shows within that second.
 """
 import threading
+import time
 from dataclasses import dataclass, field
 
+from django.conf import settings
 from django.db import connection
+from django.db.models.signals import post_delete, post_save
 from django.http import Http404
 
 from courseapp.lessons.models import GlossaryTerm, Lesson, Objective, Section
@@ -57,7 +66,21 @@ class Outline:
 
 
 _kept: dict[int, Outline] = {}
+_checked: dict[int, tuple[float, int]] = {}  # lesson number → (when its version was last asked, _generation then)
+_generation = 0
 _lock = threading.Lock()
+
+
+def outline_forget(**_signal) -> None:
+    """Ask the database again on the next request (a content row was saved or deleted here)."""
+    global _generation
+    with _lock:
+        _generation += 1
+
+
+for _model in (Lesson, *_TABLES):
+    post_save.connect(outline_forget, sender=_model, dispatch_uid=f"outline-{_model.__name__}-save")
+    post_delete.connect(outline_forget, sender=_model, dispatch_uid=f"outline-{_model.__name__}-delete")
 
 
 def _version(number: int) -> str | None:
@@ -86,15 +109,20 @@ def _build(number: int, version: str) -> Outline:
 
 
 def outline_get(*, number: int) -> Outline:
-    """The outline of an available lesson (Http404 otherwise), current as of this request."""
+    """The outline of an available lesson (Http404 otherwise): current as of this request for
+    edits made in this process, as of the last second for edits made elsewhere."""
+    outline, (asked, generation) = _kept.get(number), _checked.get(number, (0.0, -1))
+    now = time.monotonic()
+    if outline is not None and generation == _generation and now - asked < settings.OUTLINE_RECHECK_SECONDS:
+        return outline
+    generation = _generation  # before asking: a save during the query leaves the next request asking again
     version = _version(number)
     if version is None:
         raise Http404("No such lesson.")
-    outline = _kept.get(number)
     if outline is None or outline.version != version:
         outline = _build(number, version)
-        with _lock:
-            _kept[number] = outline
+    with _lock:
+        _kept[number], _checked[number] = outline, (now, generation)
     return outline
 
 

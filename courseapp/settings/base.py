@@ -148,11 +148,18 @@ DATA_UPLOAD_MAX_NUMBER_FIELDS = 200
 SESSION_COOKIE_AGE = 60 * 60 * 24 * 180  # guests keep their progress for half a year
 # Threads running Django for HTTP requests in one ASGI process (courseapp/http_threads.py).
 HTTP_THREADS = int(os.environ.get("HTTP_THREADS", "2"))
-# Sessions are read on every page: from the cache, with the database behind it (writes go to both).
-SESSION_ENGINE = "django.contrib.sessions.backends.cached_db"
+# Processes that answer lesson pages, self-check submits and progress beside the ASGI process
+# (courseapp/http_workers.py): one per core where there is more than one; 0 keeps every request
+# in the ASGI process. HTTP_WORKER_PATHS: the paths they answer (nothing that touches the demo).
+_CORES = os.cpu_count() or 1
+HTTP_WORKERS = int(os.environ.get("HTTP_WORKERS", _CORES if _CORES > 1 else 0))
+HTTP_WORKER_PATHS = r"^/(?:$|lessons/|questions/|progress/)"
 # One process by default: a local-memory cache big enough for a class's sessions and rendered
 # sections (Redis replaces it when scaled, below).
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "OPTIONS": {"MAX_ENTRIES": 20000}}}
+
+# How stale another process's content edit may look in this one (see lessons/outline.py).
+OUTLINE_RECHECK_SECONDS = float(os.environ.get("OUTLINE_RECHECK_SECONDS", "1"))
 
 # Scaled mode: with REDIS_URL set, Celery workers on the "engine" queue host the demo's engines
 # and frames travel through channels-redis. Without it, everything runs in this one process.
@@ -180,6 +187,19 @@ if REDIS_URL:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+
+
+def session_engine(http_workers: int, caches: dict) -> str:
+    """Sessions are read on every request: from the cache with the database behind it, where
+    every process sees the same cache; with HTTP workers and a per-process cache, from the
+    database (a worker's cached copy would outlive a logout in another process)."""
+    if http_workers and caches["default"]["BACKEND"].endswith("LocMemCache"):
+        return "django.contrib.sessions.backends.db"
+    return "django.contrib.sessions.backends.cached_db"
+
+
+SESSION_ENGINE = session_engine(HTTP_WORKERS, CACHES)
 
 CELERY_BROKER_URL = REDIS_URL or "memory://"
 CELERY_RESULT_BACKEND = REDIS_URL or None

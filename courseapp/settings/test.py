@@ -2,7 +2,7 @@
 import os
 
 from .base import *  # noqa: F401,F403
-from .base import BASE_DIR, SQLITE_OPTIONS
+from .base import BASE_DIR, CACHES, SQLITE_OPTIONS, session_engine
 
 DEBUG = False
 WHITENOISE_USE_FINDERS = True
@@ -19,6 +19,9 @@ if not os.environ.get("DATABASE_URL"):
             "TEST": {"NAME": os.environ.get("TEST_DB_NAME") or BASE_DIR / ".test-db.sqlite3"},
         }
     }
+# Requests in the test process unless a test asks for workers (a server it starts gets the default).
+HTTP_WORKERS = int(os.environ.get("HTTP_WORKERS", "0"))
+SESSION_ENGINE = session_engine(HTTP_WORKERS, CACHES)
 LOGGING = {"version": 1, "disable_existing_loggers": False}
 DEMO_STEP_DELAY = 0.005
 # Engine sessions as threads of the test process (tests reach into them); the engine-process

@@ -113,7 +113,7 @@ def asgi_site(transactional_db):
     from courseapp.lessons.loader import content_load
 
     content_load(root=settings.CONTENT_DIR)
-    proc, url, log = start_daphne({})
+    proc, url, log = start_daphne({"HTTP_WORKERS": "2"})  # as `make run` serves: lesson pages from worker processes
     yield url
     stop_process(proc)
     log.close()

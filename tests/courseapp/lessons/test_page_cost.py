@@ -74,3 +74,28 @@ def test_a_section_is_rendered_once_and_an_edit_shows_at_once(client, lesson, mo
     term.save()
     assert "완전히 새 상위 개념" in client.get(url).content.decode()
     assert len(renders) == 3
+
+
+@pytest.mark.django_db
+def test_an_edit_from_another_process_shows_within_the_recheck_window(client, lesson, settings, monkeypatch):
+    """`manage.py load_content` run beside the server sends no signal to it: the page asks the
+    database for the content version again once OUTLINE_RECHECK_SECONDS have passed."""
+    from courseapp.lessons import outline
+
+    settings.OUTLINE_RECHECK_SECONDS = 60  # a slow machine must not cross the window by itself
+    section = lesson.sections.get(slug="s3")
+    url = section.get_absolute_url()
+    client.get(url)
+    with CaptureQueriesContext(connection) as queries:
+        client.get(url)
+    assert not any("updated_at" in q["sql"] and "COUNT" in q["sql"] for q in queries.captured_queries), "asked again within the window"
+
+    # An UPDATE without the ORM's signals, as another process's write looks from here.
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE lessons_section SET body = body || %s, updated_at = %s WHERE id = %s",
+                       ["\n\n다른 프로세스가 고친 문단.\n", "2099-01-01 00:00:00", section.pk])
+    now = [outline.time.monotonic()]
+    monkeypatch.setattr(outline.time, "monotonic", lambda: now[0])
+    assert "다른 프로세스가 고친 문단." not in client.get(url).content.decode()
+    now[0] += settings.OUTLINE_RECHECK_SECONDS + 0.01
+    assert "다른 프로세스가 고친 문단." in client.get(url).content.decode()
