@@ -66,7 +66,7 @@ def section_detail(request, number, slug):
             # Where to resume is recorded by a POST the page sends once loaded (never by this GET).
             "record_visit": learner is not None and learner.last_section_id != section.pk,
             "mastery": mastery_by_objective(learner=learner, lesson=lesson),
-            "cards": [] if "selfcheck" in section.body else question_cards(request, learner=learner, section=section),
+            "cards": "" if "selfcheck" in section.body else question_cards(request, learner=learner, section=section),
         },
     )
 

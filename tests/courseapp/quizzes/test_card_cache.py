@@ -49,3 +49,27 @@ def test_a_question_edit_shows_on_cached_cards(client):
     q.prompt = "완전히 새로 쓴 질문입니다"
     q.save()
     assert re.search("완전히 새로 쓴 질문입니다", str(_card(client, q)))
+
+
+@pytest.mark.django_db
+def test_a_card_cached_for_one_visitor_carries_the_next_visitors_own_csrf_token(client, monkeypatch):
+    """The cached markup holds stand-ins, never a token: each visitor's form posts with their own."""
+    from django.test import Client
+
+    from courseapp.learners.order_seed import COOKIE
+    from courseapp.quizzes import views
+
+    q = Question.objects.filter(type="single", anchor__startswith="s2").first()
+    _card(client, q)  # fills the cache
+    other = Client(enforce_csrf_checks=True)
+    other.cookies[COOKIE] = client.cookies[COOKIE].value  # the same option order: the same cached card
+    renders = []
+    real = views.render_to_string
+    monkeypatch.setattr(views, "render_to_string", lambda name, ctx, **kw: renders.append(ctx) or real(name, ctx, **kw))
+    card = _card(other, q)
+    assert not [c for c in renders if "c" in c and c["c"]["q"].pk == q.pk], "the card was rendered again"
+    token = card.find("input", attrs={"name": "csrfmiddlewaretoken"})["value"]
+    nonce = card.find("input", attrs={"name": "nonce"})["value"]
+    assert "\x00" not in str(card)
+    response = other.post(f"/questions/{q.slug}/submit/", {**wrong_form(q), "nonce": nonce, "csrfmiddlewaretoken": token})
+    assert response.status_code == 302  # accepted (a plain form post goes back to the card), not 403
