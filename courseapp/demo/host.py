@@ -41,19 +41,15 @@ def shared_model():
     return load_model(eng.EngineConfig().model)
 
 
-@functools.lru_cache(maxsize=1)
-def _tokenizer():
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(_engine().EngineConfig().model, local_files_only=True)
-
-
 @functools.lru_cache(maxsize=8)
 def min_prompt_tokens(system: str, question: str) -> int:
-    """Tokens of the smallest prompt a learner's run serves: the system prompt and a question."""
+    """Tokens of the smallest prompt a learner's run serves: the system prompt and a question.
+    Counted without torch (engine/chat_prompt.py): the web process checks knobs with it."""
+    from engine.chat_prompt import chat_prompt_ids
+    from engine.config import EngineConfig
+
     messages = [{"role": "system", "content": system}, {"role": "user", "content": question}]
-    ids = _tokenizer().apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
-    return len(ids["input_ids"] if hasattr(ids, "keys") else ids)
+    return len(chat_prompt_ids(EngineConfig().model, messages))
 
 
 @dataclass(slots=True)
