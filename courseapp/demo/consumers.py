@@ -77,8 +77,7 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
             await database_sync_to_async(services.run_command)(run=run, cmd={"type": "snapshot"})
 
     async def _send_status(self, run):
-        await self.send_json({"type": "status", "run": self.run_id, "status": run.status, "reason": run.end_reason,
-                              "message": run.end_message})
+        await self.send_json(await database_sync_to_async(selectors.run_status)(run))
 
     async def _watch(self):
         """Every few seconds: tell the reaper someone watches; and if no frame came, check the
@@ -101,6 +100,8 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
                         await self._error(run.error or _("the run failed"), status="failed")
                     else:
                         await self._send_status(run)
+                elif run.status in ("queued", "starting"):  # no frame yet: where it waits, who builds it
+                    await self._send_status(run)
             except asyncio.CancelledError:
                 raise
             except Exception:  # a busy database: look again next round

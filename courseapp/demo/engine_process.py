@@ -63,7 +63,7 @@ def _child_main(conn, torch_threads: int) -> None:
     def report() -> None:
         while not done.wait(STATE_EVERY_S):
             for run_id, session in list(sessions.items()):
-                send(("state", run_id, session.is_ticking(), session.idle_until()))
+                send(("state", run_id, session.is_ticking(), session.idle_until(), session.has_started()))
 
     threading.Thread(target=report, name="demo-engine-state", daemon=True).start()
     while not done.is_set():
@@ -98,10 +98,14 @@ class _Run:
         self.publish, self.on_finish = publish, on_finish
         self.latest: dict | None = None
         self.ticking, self.state_at = True, time.monotonic()  # it is starting
+        self.started = False
         self._idle_until: datetime | None = None
 
     def is_ticking(self) -> bool:
         return self.ticking and time.monotonic() - self.state_at < TICKING_WITHIN_S
+
+    def has_started(self) -> bool:
+        return self.started
 
     def idle_until(self) -> datetime | None:
         return self._idle_until
@@ -216,7 +220,7 @@ class ProcessHost:
                 run.latest = message[2]
                 run.publish(message[2])
             elif kind == "state":
-                run.ticking, run._idle_until, run.state_at = message[2], message[3], time.monotonic()
+                run.ticking, run._idle_until, run.started, run.state_at = message[2], message[3], message[4], time.monotonic()
             elif kind == "end":
                 self._end(run_id, message[2])
         proc.join(5)

@@ -74,12 +74,18 @@ class RunSession:
         self._submitted = 0
         self.latest: dict | None = None
         self.status, self.reason = "finished", ""  # how it ended
+        self.started = False  # its engines are built and its loop goes round (the host reports starting → running)
         self.last_tick = time.monotonic()  # the loop came round (the heartbeat reports only a ticking loop)
         self._idle_deadline: float | None = None  # monotonic; ends then unless something happens
 
     # --- what the host reports -----------------------------------------------------------------
     def is_ticking(self) -> bool:
-        return time.monotonic() - self.last_tick < TICKING_WITHIN_S
+        """Alive: still building its engines (how long that may take is the reaper's
+        DEMO_START_WITHIN_S), or its loop came round lately."""
+        return not self.started or time.monotonic() - self.last_tick < TICKING_WITHIN_S
+
+    def has_started(self) -> bool:
+        return self.started
 
     def idle_until(self) -> datetime | None:
         """When the run will end for idleness unless something happens (wall clock)."""
@@ -116,6 +122,7 @@ class RunSession:
             self.lanes.append(Lane(state, engine))
         self.builder = FrameBuilder(self.run_id, [lane.state for lane in self.lanes])
         self.builder.paused = bool(self.spec.get("start_paused"))  # a teacher may step from the start
+        self.last_tick, self.started = time.monotonic(), True
 
     def _prompt_ids(self, engine, item: dict) -> list[int]:
         if "user" in item:
@@ -152,10 +159,13 @@ class RunSession:
             self._step_once = True
         elif kind == "speed":
             self.builder.speed = min(8.0, max(0.125, float(cmd.get("value", 1))))
-        elif kind == "stop":
+        elif kind == "stop":  # from the owner, or from outside with the status the database now has
             self._stop = True
             self.reason = cmd.get("reason") or "owner"
-            self.status = "expired" if self.reason in EXPIRED_REASONS else "stopped"
+            default = "expired" if self.reason in EXPIRED_REASONS else "stopped"
+            self.status = cmd.get("status") if cmd.get("status") in ("stopped", "expired", "failed") else default
+            if cmd.get("message"):
+                self.builder.message = str(cmd["message"])
         elif kind == "submit":
             self._submitted += 1
             key = f"u{self._submitted}"

@@ -50,7 +50,7 @@ def beat() -> None:
 
     for run_id, session in embedded.live():
         if session.is_ticking():
-            services.run_heartbeat(run_id=run_id, idle_until=session.idle_until())
+            services.run_heartbeat(run_id=run_id, idle_until=session.idle_until(), running=session.has_started())
 
 
 def _retire(embedded) -> bool:

@@ -20,6 +20,7 @@ _join_code = new_join_code  # the name migration 0001 refers to
 class DemoRun(models.Model):
     class Status(models.TextChoices):
         QUEUED = "queued", _("queued")
+        STARTING = "starting", _("starting")  # a host took it; the engine is being built (the model may be loading)
         RUNNING = "running", _("running")
         FINISHED = "finished", _("finished")
         FAILED = "failed", _("failed")
@@ -31,13 +32,18 @@ class DemoRun(models.Model):
         REPLACED = "replaced", _("stopped: you opened another scene")
         OWNER = "owner", _("stopped by the person who started it")
         NO_VIEWER = "no_viewer", _("ended: nobody watched it for a minute")
-        NEVER_PICKED_UP = "never_picked_up", _("ended: no engine worker picked it up")
+        NEVER_PICKED_UP = "never_picked_up", _("ended: no engine worker picked it up")  # before "no_worker"
+        NO_WORKER = "no_worker", _("failed: no engine worker took it in time")
+        START_TIMEOUT = "start_timeout", _("failed: the engine did not start in time")
+        WORKER_LOST = "worker_lost", _("failed: its engine host stopped responding")
+        ENGINE_ERROR = "engine_error", _("failed: the engine raised an error")
+        WORKER_SHUTDOWN = "worker_shutdown", _("stopped: its engine worker shut down")
         PAUSED_IDLE = "paused_idle", _("ended: it stayed paused with nothing happening")
         IDLE = "idle", _("ended: no prompt came for a long time")
         LIFETIME = "lifetime", _("ended: it ran as long as a run may")
         SHUTDOWN = "shutdown", _("stopped: the server restarted")
 
-    ACTIVE = (Status.QUEUED, Status.RUNNING)
+    ACTIVE = (Status.QUEUED, Status.STARTING, Status.RUNNING)
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     owner = models.ForeignKey("learners.Learner", null=True, blank=True, on_delete=models.SET_NULL, related_name="runs")
@@ -51,6 +57,7 @@ class DemoRun(models.Model):
     host = models.CharField(max_length=120, blank=True)  # "embedded" or the Celery worker's name
     client_addr = models.GenericIPAddressField(null=True, blank=True)  # who started it (per-address limit)
     replaced_by = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="replaced")
+    started_at = models.DateTimeField(null=True, blank=True)  # a host took it (queued → starting)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     watched_at = models.DateTimeField(null=True, blank=True)  # a viewer's socket was open then
     idle_until = models.DateTimeField(null=True, blank=True)  # ends then for idleness, unless something happens

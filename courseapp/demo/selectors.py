@@ -70,6 +70,25 @@ def can_read_trace(run: DemoRun, viewer: Viewer) -> bool:
     return run.owner_id is not None and run.owner_id == viewer.learner_id
 
 
+def queue_place(run: DemoRun) -> tuple[int, int] | None:
+    """(its place, how many wait) while a run waits for an engine host; None once one took it."""
+    if run.status != DemoRun.Status.QUEUED:
+        return None
+    queued = DemoRun.objects.filter(status=DemoRun.Status.QUEUED)
+    return queued.filter(created_at__lte=run.created_at).count(), queued.count()
+
+
+def run_status(run: DemoRun) -> dict:
+    """What a viewer's socket is told about a run between frames: its state, where it waits,
+    which host has it, and why it ended."""
+    message = {"type": "status", "run": str(run.id), "status": run.status, "reason": run.end_reason,
+               "message": run.end_message, "host": run.host}
+    place = queue_place(run)
+    if place is not None:
+        message["place"], message["waiting"] = place
+    return message
+
+
 def run_last_frame(run: DemoRun) -> dict | None:
     """A finished run's final picture, from its trace."""
     last = traces.last_frame(run.trace_packed)

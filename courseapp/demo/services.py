@@ -18,7 +18,6 @@ logger = logging.getLogger("courseapp.demo")
 STALE_AFTER = timedelta(seconds=10)  # no heartbeat for this long: the host is gone
 UNWATCHED_AFTER = timedelta(seconds=60)  # no viewer for this long: the run ends
 WATCHING_WITHIN = timedelta(seconds=25)  # a viewer's socket touches watched_at every 10 s
-PICKUP_WITHIN = timedelta(seconds=60)  # a queued run no worker took by then ends
 PROMPTS_PER_MINUTE = 6
 JOIN_GUESSES, JOIN_GUESS_WINDOW = 10, 600  # wrong join codes per client address per 10 min
 Status, Reason = DemoRun.Status, DemoRun.EndReason
@@ -173,19 +172,24 @@ def _launch(run: DemoRun) -> None:
 
 # --- the host reports --------------------------------------------------------------------------
 def run_begin(*, run_id: str, host: str) -> bool:
-    """A host took the run. False if it ended meanwhile (e.g. expired in the queue)."""
+    """A host took the run: queued → starting (its engine is being built). False if it ended
+    meanwhile (e.g. failed in the queue): then the host drops it."""
     now = timezone.now()
     updated = _retrying(lambda: DemoRun.objects.filter(pk=run_id, status=Status.QUEUED).update(
-        status=Status.RUNNING, host=host, heartbeat_at=now), what="run begin", attempts=6)
+        status=Status.STARTING, host=host, started_at=now, heartbeat_at=now), what="run begin", attempts=6)
     return bool(updated)
 
 
-def run_heartbeat(*, run_id: str, host: str | None = None, idle_until: datetime | None = None) -> None:
-    """The host is alive. Never raises: a missed heartbeat is repaired by the next one."""
+def run_heartbeat(*, run_id: str, host: str | None = None, idle_until: datetime | None = None,
+                  running: bool = True) -> None:
+    """The host is alive; `running`: the run's engine is built and its loop goes round (starting →
+    running). Never raises: a missed heartbeat is repaired by the next one."""
     fields = {"heartbeat_at": timezone.now(), "idle_until": idle_until}
     if host:
         fields["host"] = host
-    _retrying(lambda: DemoRun.objects.filter(pk=run_id, status=Status.RUNNING).update(**fields),
+    if running:
+        fields["status"] = Status.RUNNING
+    _retrying(lambda: DemoRun.objects.filter(pk=run_id, status__in=(Status.STARTING, Status.RUNNING)).update(**fields),
               what="heartbeat", attempts=3)
 
 
@@ -193,6 +197,8 @@ def run_finish(*, run_id: str, trace: bytes | None, error: str | None = None,
                status: str = Status.FINISHED, reason: str = "") -> None:
     """Record a run's end and keep its trace (also when it was stopped or expired from outside)."""
     final = Status.FAILED if error else status
+    if error and not reason:
+        reason = Reason.ENGINE_ERROR
 
     # A run that finished while the learner was opening the next scene did finish (the stop
     # reached a session that had already ended).
@@ -213,11 +219,12 @@ def run_finish(*, run_id: str, trace: bytes | None, error: str | None = None,
 
 # --- ending ------------------------------------------------------------------------------------
 def run_end(*, run: DemoRun, status: str, reason: str, error: str = "") -> bool:
-    """End an active run from outside its host (once) and tell the host to stop."""
+    """End an active run from outside its host (once) and tell the host to stop, with the same
+    status and reason, so its last frame says what the database says."""
     updated = DemoRun.objects.filter(pk=run.pk, status__in=DemoRun.ACTIVE).update(
         status=status, end_reason=reason, error=error, finished_at=timezone.now())
     if updated:
-        run_command(run=run, cmd={"type": "stop", "reason": str(reason)})  # plain text for any channel layer
+        run_command(run=run, cmd={"type": "stop", "reason": str(reason), "status": str(status), "message": error})
     return bool(updated)
 
 
@@ -230,31 +237,43 @@ def _host_ticking_here(run: DemoRun) -> bool:
 
 
 def run_fail_if_stale(*, run: DemoRun) -> bool:
-    """A running run whose host stopped beating is marked failed (once). A run this very
-    process hosts is alive whatever the database says (its heartbeat may wait on a lock)."""
-    if run.status != Status.RUNNING or run.heartbeat_at is None:
+    """A started run whose host stopped beating is marked failed (once), saying so. A run this
+    very process hosts is alive whatever the database says (its heartbeat may wait on a lock)."""
+    if run.status not in (Status.STARTING, Status.RUNNING) or run.heartbeat_at is None:
         return False
     if timezone.now() - run.heartbeat_at < STALE_AFTER or _host_ticking_here(run):
         return False
-    return run_end(run=run, status=Status.FAILED, reason="", error=_("the engine worker stopped responding"))
+    seconds = int(STALE_AFTER.total_seconds())
+    if run.host.startswith("celery"):
+        error = _("its engine worker %(host)s was lost: no sign of life for %(s)d s") % {"host": run.host, "s": seconds}
+    else:
+        error = _("the engine stopped responding: no sign of life for %(s)d s") % {"s": seconds}
+    return run_end(run=run, status=Status.FAILED, reason=Reason.WORKER_LOST, error=error)
 
 
 def runs_reap() -> list[str]:
-    """End what nobody watches, what no worker picked up, what outlived its time, and what
-    stopped beating. Called every few seconds by the keeper; safe to run in several processes."""
+    """End what nobody watches, what no worker took or could not start, what outlived its time,
+    and what stopped beating. Called every few seconds by every web process's keeper and every
+    engine worker; safe to run in several processes at once (each end is written once)."""
     now = timezone.now()
     active = DemoRun.objects.filter(status__in=DemoRun.ACTIVE)
+    pickup, start = settings.DEMO_PICKUP_WITHIN_S, settings.DEMO_START_WITHIN_S
     ended = []
+
+    def end(run, status, reason, error=""):
+        if run_end(run=run, status=status, reason=reason, error=error):
+            ended.append(str(run.pk))
+
     for run in active.filter(watched_at__lt=now - UNWATCHED_AFTER):
-        if run_end(run=run, status=Status.EXPIRED, reason=Reason.NO_VIEWER):
-            ended.append(str(run.pk))
-    for run in active.filter(status=Status.QUEUED, created_at__lt=now - PICKUP_WITHIN):
-        if run_end(run=run, status=Status.EXPIRED, reason=Reason.NEVER_PICKED_UP):
-            ended.append(str(run.pk))
+        end(run, Status.EXPIRED, Reason.NO_VIEWER)
+    for run in active.filter(status=Status.QUEUED, created_at__lt=now - timedelta(seconds=pickup)):
+        end(run, Status.FAILED, Reason.NO_WORKER, _("no engine worker took it within %(s)d s") % {"s": pickup})
+    for run in active.filter(status=Status.STARTING, started_at__lt=now - timedelta(seconds=start)):
+        end(run, Status.FAILED, Reason.START_TIMEOUT,
+            _("the engine on %(host)s did not start within %(s)d s") % {"host": run.host, "s": start})
     for run in active.filter(expires_at__lt=now):
-        if run_end(run=run, status=Status.EXPIRED, reason=Reason.LIFETIME):
-            ended.append(str(run.pk))
-    for run in active.filter(status=Status.RUNNING, heartbeat_at__lt=now - STALE_AFTER):
+        end(run, Status.EXPIRED, Reason.LIFETIME)
+    for run in active.filter(status__in=(Status.STARTING, Status.RUNNING), heartbeat_at__lt=now - STALE_AFTER):
         if run_fail_if_stale(run=run):
             ended.append(str(run.pk))
     return ended

@@ -36,7 +36,8 @@ def _beat(run_id: str, host: str, session, stop: threading.Event) -> None:
     try:
         while not stop.wait(1.0):
             if session.is_ticking():
-                services.run_heartbeat(run_id=run_id, host=host, idle_until=session.idle_until())
+                services.run_heartbeat(run_id=run_id, host=host, idle_until=session.idle_until(),
+                                       running=session.has_started())
     finally:
         connections.close_all()
 

@@ -38,6 +38,7 @@ def _run_page(request, run: DemoRun):
     viewer = _viewer(request, run)
     context = {
         "run": run,
+        "place": selectors.queue_place(run),
         "spec": run.spec,
         "can_control": selectors.can_control(run, viewer),
         "can_submit": selectors.can_submit(run, viewer),
@@ -195,7 +196,7 @@ def run_summary(request, run_id):
     run = selectors.run_get(run_id)
     if run is None:
         raise Http404
-    response = render(request, "demo/partials/run_summary.html", {"run": run})
+    response = render(request, "demo/partials/run_summary.html", {"run": run, "place": selectors.queue_place(run)})
     if not run.is_active:
         response.status_code = 286
     return response

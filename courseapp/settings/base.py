@@ -174,6 +174,10 @@ DEMO_MAX_ACTIVE_RUNS = int(os.environ.get("DEMO_MAX_ACTIVE_RUNS", "6"))  # runs 
 DEMO_MAX_RUNS_PER_ADDRESS = int(os.environ.get("DEMO_MAX_RUNS_PER_ADDRESS", "3"))
 DEMO_PAUSED_IDLE_S = int(os.environ.get("DEMO_PAUSED_IDLE_S", "600"))  # a paused run with nothing happening ends
 DEMO_MAX_RUN_S = int(os.environ.get("DEMO_MAX_RUN_S", "900"))  # a learner's run ends after this long at the latest
+# A queued run no engine worker took by then fails ("no worker"); a started one whose engine is
+# not built by then (the model loading) fails too. Workers load the model when they start.
+DEMO_PICKUP_WITHIN_S = int(os.environ.get("DEMO_PICKUP_WITHIN_S", "60"))
+DEMO_START_WITHIN_S = int(os.environ.get("DEMO_START_WITHIN_S", "120"))
 DEMO_STEP_DELAY = float(os.environ.get("DEMO_STEP_DELAY", "0.08"))  # seconds between steps at ×1, so people can watch
 if REDIS_URL:
     # redis-py 8 reads with a 5 s socket timeout by default, which aborts the layer's blocking

@@ -35,10 +35,12 @@ def test_the_reaper_ends_runs_nobody_watches_or_no_worker_took(commands):
 
     assert set(ended) == {str(left.pk), str(queued.pk), str(old.pk)}
     reasons = dict(DemoRun.objects.values_list("pk", "end_reason"))
-    assert reasons[left.pk] == "no_viewer" and reasons[queued.pk] == "never_picked_up" and reasons[old.pk] == "lifetime"
+    assert reasons[left.pk] == "no_viewer" and reasons[queued.pk] == "no_worker" and reasons[old.pk] == "lifetime"
     assert DemoRun.objects.get(pk=watched.pk).status == "running"
     assert DemoRun.objects.get(pk=left.pk).status == "expired"
-    assert (str(left.pk), {"type": "stop", "reason": "no_viewer"}) in commands
+    never = DemoRun.objects.get(pk=queued.pk)
+    assert never.status == "failed" and "60" in never.end_message  # "no engine worker took it within 60 s"
+    assert (str(left.pk), {"type": "stop", "reason": "no_viewer", "status": "expired", "message": ""}) in commands
     assert services.runs_reap() == []  # once
 
 
@@ -50,8 +52,31 @@ def test_a_worker_that_stopped_beating_fails_its_run_but_a_live_local_run_does_n
     local = DemoRun.objects.create(spec={}, status="running", host="embedded", watched_at=ago(1), heartbeat_at=ago(30))
     monkeypatch.setattr(embedded, "is_ticking", lambda run_id: run_id == str(local.pk))  # its heartbeat waits on a lock
     services.runs_reap()
-    assert DemoRun.objects.get(pk=silent.pk).status == "failed"
+    lost = DemoRun.objects.get(pk=silent.pk)
+    assert (lost.status, lost.end_reason) == ("failed", "worker_lost") and "celery@gone" in lost.end_message
     assert DemoRun.objects.get(pk=local.pk).status == "running"
+
+
+@pytest.mark.django_db
+def test_a_run_whose_engine_is_still_loading_is_starting_not_stale(commands, settings):
+    """A worker that took a run beats while the model loads (status "starting"); the staleness
+    clock is for a silent host, the start limit for an engine that never comes up."""
+    settings.DEMO_START_WITHIN_S = 120
+    run = DemoRun.objects.create(spec={}, status="queued", watched_at=timezone.now())
+    assert services.run_begin(run_id=str(run.pk), host="celery@w1")
+    assert DemoRun.objects.get(pk=run.pk).status == "starting"
+    assert not services.run_begin(run_id=str(run.pk), host="celery@w2"), "a second delivery is dropped"
+    DemoRun.objects.filter(pk=run.pk).update(started_at=ago(60))
+    services.run_heartbeat(run_id=str(run.pk), host="celery@w1", running=False)  # still loading after 60 s
+    assert services.runs_reap() == [] and DemoRun.objects.get(pk=run.pk).status == "starting"
+    services.run_heartbeat(run_id=str(run.pk), host="celery@w1", running=True)
+    assert DemoRun.objects.get(pk=run.pk).status == "running"
+
+    slow = DemoRun.objects.create(spec={}, status="starting", host="celery@w1", watched_at=timezone.now(),
+                                  started_at=ago(121), heartbeat_at=timezone.now())
+    assert services.runs_reap() == [str(slow.pk)]
+    slow.refresh_from_db()
+    assert (slow.status, slow.end_reason) == ("failed", "start_timeout") and "120" in slow.end_message
 
 
 @pytest.fixture
@@ -157,3 +182,27 @@ def test_an_engine_failure_ends_its_run_with_the_reason_and_nothing_else(monkeyp
             break
         time.sleep(0.1)
     assert after.status == "finished"
+
+
+@pytest.mark.django_db
+def test_a_run_ended_from_outside_ends_its_frames_with_the_same_status_and_reason():
+    """The page (frames) and the summary (the database) never disagree: a stop sent by run_end
+    carries the status and message it wrote."""
+    import threading
+
+    from courseapp.demo.host import RunSession
+
+    spec = services.run_spec(preset="reservation", paused=True)
+    published = []
+    session = RunSession("outside-end", spec, publish=published.append)
+    assert session.is_ticking() and not session.has_started()  # building: alive, not yet running
+    thread = threading.Thread(target=session.run)
+    thread.start()
+    for _ in range(600):
+        if session.has_started():
+            break
+        time.sleep(0.05)
+    session.command({"type": "stop", "reason": "worker_lost", "status": "failed", "message": "its engine worker was lost"})
+    thread.join(30)
+    last = published[-1]
+    assert (last["status"], last["reason"], last["message"]) == ("failed", "worker_lost", "its engine worker was lost")

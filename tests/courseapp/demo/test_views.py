@@ -231,3 +231,15 @@ def test_timestamped_prompts_differ_inside_the_first_block(hh, mm, ss):
             for r in spec["requests"] if r["key"].startswith("time"))
     first_diff = next(i for i, (x, y) in enumerate(zip(a, b)) if x != y)
     assert first_diff < 16
+
+
+@pytest.mark.django_db
+def test_a_queued_run_shows_its_place_and_a_starting_one_its_host(client):
+    first = DemoRun.objects.create(spec={}, status="queued", host="celery")
+    second = DemoRun.objects.create(spec={}, status="queued", host="celery")
+    page = client.get(reverse("demo:run-summary", args=[second.pk])).content.decode()
+    assert 'data-queue-place="2"' in page
+    DemoRun.objects.filter(pk=first.pk).update(status="starting", host="celery@w1")
+    assert 'data-queue-place="1"' in client.get(reverse("demo:run-summary", args=[second.pk])).content.decode()
+    page = client.get(reverse("demo:run-summary", args=[first.pk])).content.decode()
+    assert "celery@w1" in page and "data-queue-place" not in page
