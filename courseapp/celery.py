@@ -9,3 +9,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "courseapp.settings.dev")
 app = Celery("courseapp")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+# The engine worker's start checks, warm-up, reaper and shutdown (signal handlers; they only
+# fire in a worker). Connected here, before the worker sends its first signal.
+from courseapp.demo import worker as _engine_worker  # noqa: E402,F401

@@ -96,7 +96,7 @@ class RunSession:
     def end(self) -> dict:
         return {"status": self.status, "reason": self.reason}
 
-    def run_to_end(self, shutting_down) -> dict:
+    def run_to_end(self, shutting_down, shutdown_reason: str = "shutdown") -> dict:
         """Run; then how it ended, with the packed trace: {"status", "reason"} or {"error"}. A
         failure while the host is shutting down (e.g. the model still loading as the interpreter
         exits) is the shutdown's doing, not the run's."""
@@ -105,7 +105,7 @@ class RunSession:
             end = self.end()
         except Exception as exc:  # the run ends with the reason; the host goes on
             if shutting_down():
-                end = {"status": "stopped", "reason": "shutdown"}
+                end = {"status": "stopped", "reason": shutdown_reason}
             else:
                 logger.exception("demo run %s failed", self.run_id)
                 end = {"error": f"{type(exc).__name__}: {exc}"}
@@ -199,9 +199,13 @@ class RunSession:
             script += [(item.get("at", 0), f"{lane_name}{i}", item, lane_name) for i, item in enumerate(items)]
         script.sort(key=lambda entry: entry[0])
         tick, last_activity = 0, time.monotonic()
+        deadline = last_activity + float(self.spec["max_run_s"]) if self.spec.get("max_run_s") else None
         self._emit("snapshot")
         while not self._stop:
             now = self.last_tick = time.monotonic()
+            if deadline is not None and now >= deadline:
+                self._end_idle("lifetime")
+                break
             while True:
                 try:
                     if self._apply(self.commands.get_nowait()):

@@ -135,6 +135,8 @@ def run_start(*, owner, spec: dict, client_addr: str | None = None, is_class: bo
             mine = list(others.filter(client_addr=client_addr, is_class=False).only("expires_at", "idle_until"))
             if len(mine) >= settings.DEMO_MAX_RUNS_PER_ADDRESS:
                 raise DemoBusy(_soonest_end(mine), per_address=settings.DEMO_MAX_RUNS_PER_ADDRESS)
+        # The run's own loop ends it at its lifetime too: a worker's threads pool enforces no time limit.
+        spec = {**spec, "max_run_s": None if is_class else settings.DEMO_MAX_RUN_S}
         run = DemoRun.objects.create(
             owner=owner, preset=spec.get("preset", ""), is_class=is_class, spec=spec, status=Status.QUEUED,
             host=_host_mode(), client_addr=client_addr, watched_at=now,  # the page that started it connects next
@@ -228,6 +230,14 @@ def run_end(*, run: DemoRun, status: str, reason: str, error: str = "") -> bool:
     return bool(updated)
 
 
+def _on_worker(run: DemoRun) -> bool:
+    """Hosted (or to be hosted) by a Celery worker: its host is the worker's name (`-n`), or
+    "celery" while it waits for one."""
+    if run.host == "embedded":
+        return False
+    return bool(run.host) or _host_mode() == "celery"
+
+
 def _host_ticking_here(run: DemoRun) -> bool:
     if run.host != "embedded":
         return False
@@ -244,7 +254,7 @@ def run_fail_if_stale(*, run: DemoRun) -> bool:
     if timezone.now() - run.heartbeat_at < STALE_AFTER or _host_ticking_here(run):
         return False
     seconds = int(STALE_AFTER.total_seconds())
-    if run.host.startswith("celery"):
+    if _on_worker(run):
         error = _("its engine worker %(host)s was lost: no sign of life for %(s)d s") % {"host": run.host, "s": seconds}
     else:
         error = _("the engine stopped responding: no sign of life for %(s)d s") % {"s": seconds}
@@ -288,7 +298,7 @@ def run_watched(*, run_id: str) -> None:
 # --- commands ----------------------------------------------------------------------------------
 def run_command(*, run: DemoRun, cmd: dict) -> bool:
     """Hand a command to wherever the run lives."""
-    if run.host.startswith("celery") or (_host_mode() == "celery" and not run.host):
+    if _on_worker(run):
         from asgiref.sync import async_to_sync
 
         async_to_sync(events.send_command)(str(run.id), cmd)

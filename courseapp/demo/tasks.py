@@ -1,18 +1,22 @@
 """Scaled mode: a Celery worker on the "engine" queue hosts demo runs.
 
-Run one process per GPU host: `celery -A courseapp worker -Q engine --pool threads -c 4`.
-The model is loaded lazily on the first run (never before a fork). Commands for a run arrive
-on its own channel-layer channel; frames leave through the same events.publish as embedded.
+Run one process per GPU host: `celery -A courseapp worker -Q engine --pool threads -c 6 -n
+engine1@%h -l info` (README: Scaled mode). The worker loads the model once it is ready, in the
+background (courseapp/demo/worker.py; never before a fork). Commands for a run arrive on its own
+channel-layer channel; frames leave through the same events.publish as embedded.
 """
 import asyncio
+import logging
 import socket
 import threading
 
 from celery import shared_task
 from channels.layers import get_channel_layer
 
-from courseapp.demo import events, services
+from courseapp.demo import events, services, worker
 from courseapp.demo.models import DemoRun
+
+logger = logging.getLogger("courseapp.demo")
 
 
 def _poll_commands(run_id: str, session, stop: threading.Event) -> None:
@@ -42,26 +46,27 @@ def _beat(run_id: str, host: str, session, stop: threading.Event) -> None:
         connections.close_all()
 
 
-@shared_task(acks_late=True, name="demo.run")
-def run_demo(run_id: str) -> str:
+@shared_task(bind=True, acks_late=True, ignore_result=True, name="demo.run")
+def run_demo(self, run_id: str) -> str:
     from courseapp.demo.host import RunSession
 
-    host = f"celery@{socket.gethostname()}"
+    host = self.request.hostname or f"celery@{socket.gethostname()}"  # the worker's -n name
     if not services.run_begin(run_id=run_id, host=host):
-        return "skipped"  # ended while queued, or redelivered after its worker died
+        # Ended while queued (nobody watched, no worker in time), or delivered again after it
+        # already ran here or on a worker that died: never replayed from scratch for nobody.
+        status = DemoRun.objects.filter(pk=run_id).values_list("status", "end_reason", "host").first()
+        logger.info("demo run %s dropped on %s: it is %s", run_id, host, status or "gone")
+        return "dropped"
     run = DemoRun.objects.get(pk=run_id)
     session = RunSession(run_id, run.spec, publish=lambda frame: events.publish(run_id, frame))
+    worker.serving(run_id, session)
     stop = threading.Event()
     threading.Thread(target=_poll_commands, args=(run_id, session, stop), daemon=True).start()
     threading.Thread(target=_beat, args=(run_id, host, session, stop), daemon=True).start()
-    end: dict = {"error": "interrupted"}
     try:
-        session.run()
-        end = session.end()
-        return "finished"
-    except Exception as exc:
-        end = {"error": f"{type(exc).__name__}: {exc}"}
-        raise
+        end = session.run_to_end(worker.shutting_down.is_set, shutdown_reason="worker_shutdown")
     finally:
         stop.set()
-        services.run_finish(run_id=run_id, trace=session.trace.packed(), **end)
+        worker.served(run_id)
+    services.run_finish(run_id=run_id, **end)
+    return end.get("status", "failed")

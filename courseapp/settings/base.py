@@ -205,11 +205,26 @@ def session_engine(http_workers: int, caches: dict) -> str:
 
 SESSION_ENGINE = session_engine(HTTP_WORKERS, CACHES)
 
-CELERY_BROKER_URL = REDIS_URL or "memory://"
-CELERY_RESULT_BACKEND = REDIS_URL or None
+CELERY_BROKER_URL = REDIS_URL or "memory://"  # an engine worker refuses memory:// (demo/worker.py)
 CELERY_TASK_ROUTES = {"demo.run": {"queue": "engine"}}
-CELERY_TASK_ACKS_LATE = True
-CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_ACKS_LATE = True  # a run's message stays in Redis until its run has ended
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1  # a worker takes only what it has seats for; the rest wait, "queued"
+CELERY_TASK_IGNORE_RESULT = True  # runs report through the database; nobody reads task results
+CELERY_RESULT_BACKEND = None
+# A Redis restart heals without restarting the worker: it reconnects at startup and at runtime,
+# forever (the default gives up after 100 tries). With gossip or remote control on, kombu 5.7's
+# Redis transport crashes the worker when Redis goes away while a run is unacknowledged
+# ("AttributeError: 'NoneType' object has no attribute 'hostname'", 7 of 7 tries): remote control
+# is off here, gossip and mingle by the worker's flags (demo/worker.py refuses to start without).
+CELERY_BROKER_CONNECTION_RETRY = True
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
+CELERY_WORKER_ENABLE_REMOTE_CONTROL = False
+# An unacknowledged run goes back to the queue this long after its worker vanished (checked
+# every 10 s): longer than a learner's run may last, so a run is not handed to a second worker
+# while the first still serves it (a second delivery is dropped anyway: tasks.run_demo).
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": DEMO_MAX_RUN_S + 600,
+                                   "unacked_restore_interval": 10, "unacked_restore_throttle": 1}
 
 LOGGING = {
     "version": 1,

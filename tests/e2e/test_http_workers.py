@@ -1,16 +1,14 @@
 """Lesson pages answered by worker processes (courseapp/http_workers.py), as `make run` serves
 them: one learner's session holds across the ASGI process and the workers, a dead worker costs
 no page, and the workers go when the server goes."""
-import http.cookiejar
 import os
 import signal
 import subprocess
 import time
-import urllib.parse
-import urllib.request
 
 import pytest
 
+from tests.e2e.clients import Browser
 from tests.e2e.conftest import start_daphne, stop_process
 
 pytestmark = pytest.mark.e2e
@@ -30,23 +28,6 @@ def wait_for(predicate, timeout: float = 30.0):
             return value
         time.sleep(0.1)
     raise AssertionError("timed out")
-
-
-class Browser:
-    def __init__(self, url: str):
-        self.url, self.jar = url, http.cookiejar.CookieJar()
-        self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(self.jar))
-
-    def get(self, path: str) -> tuple[int, str]:
-        with self.opener.open(self.url + path, timeout=60) as response:
-            return response.status, response.read().decode()
-
-    def post(self, path: str, data: dict | None = None, htmx: bool = False) -> tuple[int, str]:
-        token = next(c.value for c in self.jar if c.name == "csrftoken")
-        headers = {"X-CSRFToken": token, "Origin": self.url, **({"HX-Request": "true"} if htmx else {})}
-        request = urllib.request.Request(self.url + path, data=urllib.parse.urlencode(data or {}).encode(), headers=headers)
-        with self.opener.open(request, timeout=60) as response:
-            return response.status, response.read().decode()
 
 
 @pytest.fixture

@@ -1,13 +1,9 @@
 """One Daphne process, the real engine: the five scenes back to back, then three at once; and
 twenty learners starting scenes in the same instant. The process must live through it all."""
 import asyncio
-import http.cookiejar
 import json
 import threading
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 
 import pytest
 import websockets
@@ -15,30 +11,10 @@ import websockets
 from courseapp.demo import presets
 from courseapp.demo.models import DemoRun
 from tests.aio import run_in_fresh_loop
+from tests.e2e.clients import Browser
 from tests.e2e.conftest import start_daphne, stop_process
 
 pytestmark = pytest.mark.e2e
-
-
-class Learner:
-    """A browser of its own (cookies: session and CSRF token), speaking HTTP like demo.js."""
-
-    def __init__(self, url: str):
-        self.url = url
-        self.jar = http.cookiejar.CookieJar()
-        self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(self.jar))
-
-    def start(self, preset: str, paused: bool = False) -> tuple[int, dict]:
-        self.opener.open(f"{self.url}/demo/?preset={preset}", timeout=60).read()  # the scene page: sets the CSRF cookie
-        token = next(c.value for c in self.jar if c.name == "csrftoken")
-        body = urllib.parse.urlencode({"preset": preset, "paused": "1" if paused else "0"}).encode()
-        request = urllib.request.Request(f"{self.url}/demo/runs/", data=body, headers={
-            "Accept": "application/json", "X-CSRFToken": token, "Origin": self.url})
-        try:
-            with self.opener.open(request, timeout=60) as response:
-                return response.status, json.loads(response.read())
-        except urllib.error.HTTPError as error:
-            return error.code, {}
 
 
 async def watch_to_the_end(url: str, run_id: str, timeout: float = 300) -> dict:
@@ -67,7 +43,7 @@ def daphne(transactional_db, request):
 @pytest.mark.parametrize("daphne", HOSTS, indirect=True)
 def test_the_five_scenes_back_to_back_and_three_at_once_in_one_process(daphne):
     proc, url = daphne
-    learner = Learner(url)
+    learner = Browser(url)
     for name in presets.PRESETS:
         status, run = learner.start(name)
         assert status == 201, name
@@ -76,7 +52,7 @@ def test_the_five_scenes_back_to_back_and_three_at_once_in_one_process(daphne):
         assert proc.poll() is None, f"the server died during {name}"
 
     three = ["reservation", "preemption", "static-vs-continuous"]
-    started = [Learner(url).start(name) for name in three]
+    started = [Browser(url).start(name) for name in three]
     assert [status for status, _ in started] == [201, 201, 201]
 
     async def watch_all():
@@ -95,7 +71,7 @@ def test_the_five_scenes_back_to_back_and_three_at_once_in_one_process(daphne):
 @pytest.mark.parametrize("daphne", [{"DEMO_MAX_ACTIVE_RUNS": "8", "DEMO_MAX_RUNS_PER_ADDRESS": "20", "DEMO_ENGINE_PROCESS": "1"}], indirect=True)
 def test_twenty_learners_starting_scenes_at_once_get_no_server_error(daphne):
     proc, url = daphne
-    learners = [Learner(url) for _ in range(20)]
+    learners = [Browser(url) for _ in range(20)]
     codes: list[int] = []
     gate = threading.Barrier(20)
 
@@ -118,7 +94,7 @@ def test_stopping_the_server_mid_scene_ends_the_runs_and_exits_cleanly(daphne):
     """Ctrl-C or SIGTERM while engines run: the runs end ("the server restarted") and the
     process exits normally, not with a native abort from engine threads inside torch."""
     proc, url = daphne
-    runs = [Learner(url).start(name)[1]["run"] for name in ("reservation", "preemption", "concurrency")]
+    runs = [Browser(url).start(name)[1]["run"] for name in ("reservation", "preemption", "concurrency")]
     for _ in range(300):
         if DemoRun.objects.filter(pk__in=runs, status="running").count() == 3:
             break

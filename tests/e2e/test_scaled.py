@@ -1,5 +1,5 @@
-"""Scaled mode end to end: real Redis, a real `celery worker` on the engine queue, Daphne, and a
-websocket client. Then the worker is killed mid-run and the run must be reported failed."""
+"""Scaled mode end to end and under faults: real Redis, real `celery worker` processes on the
+engine queue, Daphne, websocket clients (issue #8)."""
 import asyncio
 import json
 import os
@@ -12,37 +12,83 @@ from pathlib import Path
 import pytest
 import redis
 import websockets
+from django.utils import timezone
 
 from courseapp.demo.models import DemoRun
 from tests.aio import run_in_fresh_loop
-from tests.e2e.conftest import server_database_url, start_daphne, stop_process
+from tests.e2e.clients import Browser
+from tests.e2e.conftest import free_port, server_database_url, start_daphne, stop_process
 
 pytestmark = pytest.mark.e2e
 REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/9")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def worker_env(redis_url: str, **extra) -> dict:
+    return {**os.environ, "REDIS_URL": redis_url, "DJANGO_SETTINGS_MODULE": "courseapp.settings.test",
+            "DATABASE_URL": server_database_url(), "PYTHONUNBUFFERED": "1", **extra}
+
+
+class Workers:
+    """`celery worker` processes started the way the README says, each with a name of its own."""
+
+    def __init__(self, redis_url: str):
+        self.redis_url, self.procs, self.logs = redis_url, [], []
+
+    def start(self, name: str, concurrency: int = 2, **env) -> subprocess.Popen:
+        celery = Path(sys.executable).with_name("celery")
+        log = open(ROOT / f".test-worker-{name}.log", "w")
+        proc = subprocess.Popen(
+            [str(celery), "-A", "courseapp", "worker", "-Q", "engine", "--pool", "threads", "-c", str(concurrency),
+             "-n", f"{name}@%h", "-l", "info", "--without-gossip", "--without-mingle"],
+            cwd=ROOT, env=worker_env(self.redis_url, **env), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.procs.append(proc)
+        self.logs.append(log)
+        return proc
+
+    def stop_all(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(10)
+        for log in self.logs:
+            log.close()
+
+
+def flush(redis_url: str) -> None:
+    redis.Redis.from_url(redis_url).flushdb()
 
 
 @pytest.fixture
-def scaled(transactional_db):
-    redis.Redis.from_url(REDIS_URL).flushdb()
-    env = {
-        **os.environ, "REDIS_URL": REDIS_URL, "DJANGO_SETTINGS_MODULE": "courseapp.settings.test",
-        "DATABASE_URL": server_database_url(), "PYTHONUNBUFFERED": "1",
-    }
-    celery = Path(sys.executable).with_name("celery")
-    log = open(Path(__file__).resolve().parents[2] / ".test-worker.log", "w")
-    worker = subprocess.Popen(
-        [str(celery), "-A", "courseapp", "worker", "-Q", "engine", "--pool", "threads", "-c", "2",
-         "-n", "scaled-test@%h", "--without-gossip", "--without-mingle", "-l", "info"],
-        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )
-    web, url, web_log = start_daphne({"REDIS_URL": REDIS_URL})
-    yield url, worker
-    web_log.close()
-    stop_process(web)
-    if worker.poll() is None:
-        os.killpg(worker.pid, signal.SIGKILL)
-        worker.wait(10)
+def web(transactional_db, request):
+    """Daphne in scaled mode (REDIS_URL), with the settings a test passes as its param."""
+    flush(REDIS_URL)
+    proc, url, log = start_daphne({"REDIS_URL": REDIS_URL, "DEMO_MAX_RUNS_PER_ADDRESS": "10",
+                                   **getattr(request, "param", {})})
+    yield url
+    stop_process(proc)
     log.close()
+
+
+@pytest.fixture
+def workers():
+    pool = Workers(REDIS_URL)
+    yield pool
+    pool.stop_all()
+
+
+def wait_until(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def status_of(run_id: str) -> tuple[str, str]:
+    return tuple(DemoRun.objects.filter(pk=run_id).values_list("status", "end_reason").get())
 
 
 async def watch(url: str, run_id: str, until, timeout: float, send=None, cookie: str = ""):
@@ -50,7 +96,7 @@ async def watch(url: str, run_id: str, until, timeout: float, send=None, cookie:
     whoever started the run (only its owner may send prompts into it)."""
     ws_url = url.replace("http://", "ws://") + f"/ws/demo/runs/{run_id}/"
     headers = {"Cookie": cookie} if cookie else None
-    async with websockets.connect(ws_url, origin=url, additional_headers=headers) as sock:
+    async with websockets.connect(ws_url, origin=url, additional_headers=headers, max_size=None) as sock:
         if send:
             await sock.send(json.dumps(send))
         deadline = time.monotonic() + timeout
@@ -65,36 +111,165 @@ def owned_blocks(message):
     return [b for lane in message.get("lanes", []) for b in lane["blocks"] if b[4]]
 
 
-def test_worker_hosts_the_run_streams_blocks_and_its_death_is_reported(scaled):
-    url, worker = scaled
-    import urllib.request
+def ended(message) -> bool:
+    return message.get("status") in ("finished", "failed", "expired", "stopped")
 
-    # A learner's own open run, started over HTTP like the page does.
-    import http.cookiejar
 
-    jar = http.cookiejar.CookieJar()
-    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
-    page = opener.open(f"{url}/demo/").read().decode()
-    token = page.split('name="csrfmiddlewaretoken" value="')[1].split('"')[0]
-    data = f"csrfmiddlewaretoken={token}&num_blocks=64".encode()
-    request = urllib.request.Request(f"{url}/demo/runs/", data=data, headers={"Referer": f"{url}/demo/"})
-    response = opener.open(request)
-    run_id = response.geturl().rstrip("/").split("/")[-1]
+def test_a_fresh_worker_serves_its_first_run_streams_blocks_and_its_death_is_reported(web, workers):
+    worker = workers.start("first")
+    me = Browser(web)
+    status, started = me.start(preset="reservation")  # at once: the worker may still be loading the model
+    assert status == 201
+    last = run_in_fresh_loop(lambda: watch(web, started["run"], ended, timeout=120))
+    assert last["status"] == "finished", last
+    wait_until(lambda: status_of(started["run"])[0] != "running", 10, "the end to be written")
+    assert status_of(started["run"]) == ("finished", "")
 
-    run = DemoRun.objects.get(pk=run_id)
-    assert run.host.startswith("celery")
-    cookie = "; ".join(f"{c.name}={c.value}" for c in jar)
-    frame = run_in_fresh_loop(lambda: watch(url, run_id, lambda m: bool(owned_blocks(m)), timeout=90, cookie=cookie,
+    # A learner's own open run: prompts in, blocks out, from the worker.
+    status, started = me.start(num_blocks=64)
+    run_id = started["run"]
+    frame = run_in_fresh_loop(lambda: watch(web, run_id, lambda m: bool(owned_blocks(m)), timeout=60, cookie=me.cookie_header(),
                                             send={"type": "submit", "prompt": "배송이 언제 오나요?", "max_tokens": 200}))
     assert owned_blocks(frame), "block events for the submitted request arrived from the worker"
-    run.refresh_from_db()
-    assert run.host.startswith("celery@")
+    assert DemoRun.objects.get(pk=run_id).host.startswith("first@")
 
-    os.killpg(worker.pid, signal.SIGKILL)  # the worker dies mid-run
+    os.killpg(worker.pid, signal.SIGKILL)  # the worker dies mid-run, someone watching
     worker.wait(10)
     began = time.monotonic()
-    failed = run_in_fresh_loop(lambda: watch(url, run_id, lambda m: m.get("status") == "failed", timeout=30))
-    assert time.monotonic() - began < 20
-    run.refresh_from_db()
+    failed = run_in_fresh_loop(lambda: watch(web, run_id, lambda m: m.get("status") == "failed", timeout=40))
+    assert time.monotonic() - began < 30
+    run = DemoRun.objects.get(pk=run_id)
     assert (run.status, run.end_reason) == ("failed", "worker_lost")
-    assert failed["message"] == run.error and "scaled-test@" in failed["message"]  # names the worker that was lost
+    assert failed["message"] == run.error and "first@" in failed["message"]  # names the worker that was lost
+
+
+@pytest.mark.parametrize("web", [{"DEMO_STEP_DELAY": "0.03"}], indirect=True)
+def test_six_runs_on_one_worker_of_two_seats_wait_their_turn_and_all_finish(web, workers):
+    workers.start("solo", concurrency=2)
+    wait_until(lambda: b"ready" in (ROOT / ".test-worker-solo.log").read_bytes(), 60, "the worker to be ready")
+    runs = []
+    for _ in range(6):
+        status, started = Browser(web).start(preset="reservation")
+        assert status == 201
+        runs.append(started["run"])
+    samples = []  # (on the worker, queued) seen while they ran
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        states = list(DemoRun.objects.filter(pk__in=runs).values_list("status", flat=True))
+        samples.append((states.count("starting") + states.count("running"), states.count("queued")))
+        DemoRun.objects.filter(pk__in=runs, status__in=DemoRun.ACTIVE).update(watched_at=timezone.now())  # as viewers would
+        if all(s not in DemoRun.ACTIVE for s in states):
+            break
+        time.sleep(0.05)
+    assert max(on for on, _ in samples) == 2, "never more runs at once than the worker has seats"
+    assert (2, 4) in samples, "two on the worker while the other four waited their turn"
+    assert sorted(DemoRun.objects.filter(pk__in=runs).values_list("status", flat=True)) == ["finished"] * 6
+
+
+@pytest.mark.parametrize("web", [{"DEMO_PICKUP_WITHIN_S": "3"}], indirect=True)
+def test_with_no_worker_a_run_waits_queued_then_fails_saying_no_worker_took_it(web):
+    me = Browser(web)
+    status, started = me.start(preset="reservation")
+    assert status == 201
+    first = run_in_fresh_loop(lambda: watch(web, started["run"], lambda m: m.get("type") == "status", timeout=10))
+    assert (first["status"], first["place"], first["waiting"]) == ("queued", 1, 1)
+    wait_until(lambda: status_of(started["run"])[0] == "failed", 20, "the reaper")
+    run = DemoRun.objects.get(pk=started["run"])
+    assert run.end_reason == "no_worker" and "3" in run.error
+
+
+def test_a_killed_worker_nobody_watches_is_found_by_the_reaper_and_frees_its_seat(web, workers):
+    worker = workers.start("lonely")
+    status, started = Browser(web).start(num_blocks=64)  # an open run: it waits for prompts, nobody watches
+    run_id = started["run"]
+    wait_until(lambda: status_of(run_id)[0] == "running", 60, "the run to start")
+    os.killpg(worker.pid, signal.SIGKILL)
+    began = time.monotonic()
+    wait_until(lambda: status_of(run_id)[0] != "running", 40, "the reaper")
+    assert time.monotonic() - began < 30
+    assert status_of(run_id) == ("failed", "worker_lost")
+    assert not DemoRun.objects.filter(status__in=DemoRun.ACTIVE).exists()  # its seat is free
+
+
+def test_sigterm_ends_an_open_run_saying_the_worker_shut_down_within_seconds(web, workers):
+    worker = workers.start("leaving")
+    status, started = Browser(web).start(num_blocks=64)
+    run_id = started["run"]
+    wait_until(lambda: status_of(run_id)[0] == "running", 60, "the run to start")
+    began = time.monotonic()
+    os.killpg(worker.pid, signal.SIGTERM)  # a warm shutdown, as systemd or Ctrl-C sends
+    assert worker.wait(30) == 0
+    assert time.monotonic() - began < 15
+    assert status_of(run_id) == ("stopped", "worker_shutdown")
+
+
+def test_two_workers_share_the_runs_and_the_page_names_each_runs_host(web, workers):
+    workers.start("left", concurrency=1)
+    workers.start("right", concurrency=1)
+    for name in ("left", "right"):
+        wait_until(lambda name=name: b"ready" in (ROOT / f".test-worker-{name}.log").read_bytes(), 60, f"{name} to be ready")
+    owners = [Browser(web) for _ in range(2)]
+    runs = [owner.start(num_blocks=64)[1]["run"] for owner in owners]
+    wait_until(lambda: all(status_of(r)[0] == "running" for r in runs), 60, "both runs to start")
+    hosts = {DemoRun.objects.get(pk=r).host.split("@")[0] for r in runs}
+    assert hosts == {"left", "right"}
+    for owner, run_id in zip(owners, runs):
+        page = owner.get(f"/demo/runs/{run_id}/summary/")[1]
+        assert DemoRun.objects.get(pk=run_id).host in page
+
+
+def test_a_worker_without_a_broker_a_database_or_its_flags_refuses_to_start(transactional_db):
+    celery = Path(sys.executable).with_name("celery")
+    env = {k: v for k, v in worker_env("").items() if k not in ("REDIS_URL", "DATABASE_URL")}
+    out = subprocess.run([str(celery), "-A", "courseapp", "worker", "-Q", "engine", "--pool", "threads"],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    said = out.stderr + out.stdout
+    assert out.returncode != 0
+    assert "REDIS_URL is not set" in said and "DATABASE_URL is not set" in said and "--without-gossip" in said
+
+
+def test_a_worker_keeps_serving_after_its_redis_restarts(transactional_db, tmp_path):
+    """A Redis of the test's own, killed and started again mid-run: the worker reconnects by
+    itself and takes new runs without a restart."""
+    port = free_port()
+    redis_url = f"redis://127.0.0.1:{port}/0"
+
+    def start_redis():
+        proc = subprocess.Popen(["redis-server", "--port", str(port), "--save", "", "--appendonly", "no"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_until(lambda: _pings(redis_url), 10, "redis")
+        return proc
+
+    server = start_redis()
+    web_proc, url, log = start_daphne({"REDIS_URL": redis_url, "DEMO_MAX_RUNS_PER_ADDRESS": "10"})
+    pool = Workers(redis_url)
+    try:
+        pool.start("sturdy")
+        me = Browser(url)
+        status, started = me.start(preset="reservation")
+        assert status == 201
+        wait_until(lambda: status_of(started["run"])[0] in ("running", "finished"), 60, "the first run")
+        server.kill()
+        server.wait(10)
+        time.sleep(3)
+        server = start_redis()
+        wait_until(lambda: status_of(started["run"])[0] not in DemoRun.ACTIVE, 90, "the first run to end")
+        for _ in range(2):  # new runs after the restart
+            status, again = Browser(url).start(preset="reservation")
+            assert status == 201
+            wait_until(lambda: status_of(again["run"])[0] not in DemoRun.ACTIVE, 90, "a run after the restart")
+            assert status_of(again["run"]) == ("finished", "")
+        assert pool.procs[0].poll() is None, "the worker is still up"
+    finally:
+        pool.stop_all()
+        stop_process(web_proc)
+        log.close()
+        server.kill()
+        server.wait(10)
+
+
+def _pings(redis_url: str) -> bool:
+    try:
+        return redis.Redis.from_url(redis_url, socket_connect_timeout=0.5).ping()
+    except redis.ConnectionError:
+        return False

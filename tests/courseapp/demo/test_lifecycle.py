@@ -206,3 +206,16 @@ def test_a_run_ended_from_outside_ends_its_frames_with_the_same_status_and_reaso
     thread.join(30)
     last = published[-1]
     assert (last["status"], last["reason"], last["message"]) == ("failed", "worker_lost", "its engine worker was lost")
+
+
+@pytest.mark.django_db
+def test_a_run_ends_itself_at_its_lifetime_whoever_hosts_it():
+    """A Celery threads pool enforces no time limit: the run's own loop does."""
+    from courseapp.demo.host import RunSession
+
+    spec = {**services.run_spec(preset="reservation", paused=True), "max_run_s": 0.5}
+    published = []
+    began = time.monotonic()
+    RunSession("lifetime", spec, publish=published.append).run()
+    assert time.monotonic() - began < 30
+    assert (published[-1]["status"], published[-1]["reason"]) == ("expired", "lifetime")
