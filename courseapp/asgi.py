@@ -1,5 +1,6 @@
 """ASGI entry point: Daphne serves HTTP (Django on a few threads, see http_threads.py) and,
 through Channels, the demo's websockets."""
+import logging
 import os
 
 from django.core.wsgi import get_wsgi_application
@@ -16,6 +17,9 @@ from courseapp.http_threads import WsgiOnThreads  # noqa: E402
 from courseapp.http_workers import WorkerPool  # noqa: E402
 from courseapp.demo.routing import websocket_urlpatterns  # noqa: E402
 
+logging.getLogger("courseapp").info(
+    "Demo engines: %s", f"Celery workers on the 'engine' queue (REDIS_URL {settings.REDIS_URL.split('@')[-1]})"
+    if settings.DEMO_HOST == "celery" else "in this machine (no REDIS_URL: embedded mode)")
 workers = None
 if settings.HTTP_WORKERS:
     workers = WorkerPool(workers=settings.HTTP_WORKERS, paths=settings.HTTP_WORKER_PATHS,

@@ -1,6 +1,7 @@
 """Reads for the live demo: runs, who is looking at one, and what they may do with it."""
 from dataclasses import dataclass
 
+from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from courseapp.demo import traces
@@ -86,6 +87,8 @@ def run_status(run: DemoRun) -> dict:
     place = queue_place(run)
     if place is not None:
         message["place"], message["waiting"] = place
+    if run.status == DemoRun.Status.STARTING and run.started_at is not None:
+        message["starting_for"] = max(0, int((timezone.now() - run.started_at).total_seconds()))
     return message
 
 
