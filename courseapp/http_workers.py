@@ -11,9 +11,9 @@ API) stays in the ASGI process (http_threads.py). `HTTP_WORKER_PATHS` says which
 
 What the workers share with the ASGI process lives in the database: sessions (the `db` engine,
 not a per-process cache), learners, attempts. Content edits reach a worker within
-OUTLINE_RECHECK_SECONDS (lessons/outline.py). A worker that dies fails only the requests it
-held (503, with the reason logged); the next request gets a fresh pool. Workers exit with
-their parent, even one killed without a chance to clean up.
+OUTLINE_RECHECK_SECONDS (lessons/outline.py). A worker that dies costs at most the POSTs it
+held (503, with the reason logged); a GET is asked again of the fresh pool that takes the rest.
+Workers exit with their parent, even one killed without a chance to clean up.
 """
 import asyncio
 import io
@@ -86,6 +86,9 @@ class WorkerPool:
         return self.paths.match(path) is not None
 
     async def serve(self, environ: dict, body: bytes) -> tuple[str, list, bytes]:
+        # A GET writes nothing (a rule of this app), so one that met a dead worker is simply asked
+        # again; a POST may have written before its worker died, so it is not run twice.
+        safe = environ.get("REQUEST_METHOD") in ("GET", "HEAD")
         for _ in range(2):
             pool = self._pool
             try:
@@ -95,9 +98,10 @@ class WorkerPool:
                 continue
             try:
                 return await asyncio.wrap_future(future)
-            except BrokenProcessPool as exc:  # it may have written something: not run twice
+            except BrokenProcessPool as exc:
                 self._replace(pool, exc)
-                break
+                if not safe:
+                    break
         return ("503 Service Unavailable", [("Content-Type", "text/plain; charset=utf-8"), ("Retry-After", "1")],
                 "A page worker stopped while serving this request; reload the page.\n".encode())
 

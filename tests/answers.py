@@ -16,8 +16,8 @@ def right_form(q) -> dict:
         return {"choice": [shown_id(q, "choice", c) for c in key["answer"]]}
     if q.type == "numeric":
         return {"value": str(key["answer"])}
-    if q.type == "short":
-        return {"text": key["answers"][0]}
+    if q.type == "short":  # an own-words answer: its model answer meets every idea of the rubric
+        return {"text": key["model_answer"] if key.get("rubric") else key["answers"][0]}
     if q.type == "ordering":
         return {"order": [shown_id(q, "item", i) for i in key["order"]]}
     return {f"match-{shown_id(q, 'left', left)}": shown_id(q, "right", right) for left, right in key["pairs"].items()}

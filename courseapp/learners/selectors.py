@@ -1,9 +1,11 @@
 """Reads about a learner's progress: mastery per objective, sections read, where to resume."""
 from dataclasses import dataclass
 
+from django.utils.html import strip_tags
+
 from courseapp.learners.models import Learner
 from courseapp.lessons.outline import outline_for
-from courseapp.lessons.rendering import code_stamp
+from courseapp.lessons.rendering import code_stamp, markdown_inline
 from courseapp.quizzes.models import Attempt
 
 
@@ -77,13 +79,56 @@ def sections_with_read(*, learner: Learner | None, lesson) -> list[tuple]:
 
 
 def resume_section(*, learner: Learner | None, lesson):
-    """Where to continue: the last section opened, else the first unread one, else the first."""
+    """Where to continue: the first unread section from the one last opened on (that one itself
+    while it is unread), wrapping round to an earlier unread one; with everything read, the one
+    last opened (else the first). A section read to its end is never where one "resumes"."""
     sections = outline_for(lesson).sections
     if not sections:
         return None
-    if learner is not None and learner.last_section_id:
-        for s in sections:
-            if s.pk == learner.last_section_id:
-                return s
     read = sections_read(learner=learner, lesson=lesson)
-    return next((s for s in sections if s.pk not in read), sections[0])
+    start = 0
+    if learner is not None and learner.last_section_id:
+        start = next((i for i, s in enumerate(sections) if s.pk == learner.last_section_id), 0)
+    ordered = sections[start:] + sections[:start]
+    return next((s for s in ordered if s.pk not in read), ordered[0])
+
+
+@dataclass(frozen=True, slots=True)
+class AnsweredQuestion:
+    attempt: object
+    prompt: str  # the question's words, as plain text
+    url: str  # its card on the page that carries it
+
+
+def recent_attempts(*, learner: Learner | None, limit: int = 50) -> list[AnsweredQuestion]:
+    """The learner's latest answers, newest first, each with the question's text and a link to
+    its card (not the slug a learner never sees)."""
+    if learner is None:
+        return []
+    attempts = list(Attempt.objects.filter(learner=learner).select_related("question__lesson").order_by("-created_at", "-pk")[:limit])
+    out, pages = [], {}
+    for a in attempts:
+        q = a.question
+        if q.lesson_id not in pages:
+            pages[q.lesson_id] = outline_for(q.lesson).anchor_pages
+        page = pages[q.lesson_id].get(q.anchor) or q.lesson.get_absolute_url()
+        out.append(AnsweredQuestion(attempt=a, prompt=strip_tags(markdown_inline(q.prompt)).strip(), url=f"{page}#q-{q.slug}"))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class GuestWork:
+    sections_read: int
+    questions_answered: int
+
+
+def guest_work(*, learner: Learner | None) -> GuestWork | None:
+    """What a guest has done so far, to say on the sign-up and login pages that it carries over
+    (None when there is nothing: no row yet, or an account's own learner)."""
+    if learner is None or learner.user_id is not None:
+        return None
+    work = GuestWork(
+        sections_read=learner.reads.count(),
+        questions_answered=learner.attempts.values("question").distinct().count(),
+    )
+    return work if work.sections_read or work.questions_answered else None

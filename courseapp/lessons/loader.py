@@ -11,10 +11,10 @@ import yaml
 from django.db import transaction
 
 from courseapp.lessons.models import Course, GlossaryTerm, Lesson, Objective, Section
+from courseapp.lessons.rendering import directive_errors
 from courseapp.quizzes.loader import QuestionFileError, questions_load
 
 FRONT_MATTER = re.compile(r"\A---\s*\n(.*?)\n---\s*\n(.*)\Z", re.S)
-DIRECTIVE = re.compile(r"^\[\[(diagram [a-z0-9-]+|calculator|selfcheck)\]\]$", re.M)
 
 
 class ContentError(ValueError):
@@ -92,6 +92,9 @@ def _load_lesson(folder: Path, report: LoadReport) -> None:
     anchors: set[str] = set()
     for order, path in enumerate(sorted((folder / "sections").glob("*.md")), start=1):
         meta, body = read_section_file(path)
+        problems = directive_errors(body)  # a dead scene link or missing figure fails the load, not a page view
+        if problems:
+            raise ContentError(f"{path}: " + "; ".join(problems))
         section, _ = Section.objects.update_or_create(
             lesson=lesson,
             slug=meta["slug"],

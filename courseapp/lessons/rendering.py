@@ -1,4 +1,5 @@
-"""Lesson Markdown → HTML: Markdown, then directives (diagrams, calculator), then glossary popovers.
+"""Lesson Markdown → HTML: Markdown, then directives (diagrams, calculator, demo scenes), then
+glossary popovers.
 
 The self-check directive is left as a placeholder because it depends on the learner; the
 view fills it in (see views.section_detail).
@@ -16,8 +17,13 @@ from django.urls import reverse
 from django.utils.html import escape
 from django.utils.translation import get_language
 
+from courseapp.demo import presets as presets_module
+from courseapp.demo.presets import PRESETS  # plain data (no engine, no torch): safe for page requests
+
 SELFCHECK_SLOT = '<div data-directive="selfcheck"></div>'
-_DIRECTIVE_P = re.compile(r"<p>\[\[(diagram ([a-z0-9-]+)|calculator|selfcheck)\]\]</p>")
+_DIRECTIVE_P = re.compile(r"<p>\[\[(diagram ([a-z0-9-]+)|scene ([a-z0-9-]+)|calculator|selfcheck)\]\]</p>")
+_ANY_DIRECTIVE_P = re.compile(r"<p>\[\[([^\]]*)\]\]</p>")
+_HANGUL = re.compile("[\uac00-\ud7a3]")
 _CALLOUTS = {"💡": "tip", "⚠️": "warn", "⭐": "star", "❌": "warn", "✅": "tip"}
 # Where a glossary popover would be noise or invalid HTML.
 _NO_GLOSS = {"a", "button", "code", "pre", "h1", "h2", "h3", "h4", "h5", "h6", "figure", "label", "summary", "script", "style"}
@@ -39,12 +45,56 @@ def markdown_inline(text: str) -> str:
     return html
 
 
+class DirectiveError(ValueError):
+    """A `[[…]]` paragraph the renderer does not know: a typo must not reach learners as text
+    or as a dead link."""
+
+
+def directive_errors(body: str) -> list[str]:
+    """What is wrong with the `[[…]]` directives of a section's Markdown (empty when nothing)."""
+    errors = []
+    for line in body.splitlines():
+        m = re.fullmatch(r"\s*\[\[(.*)\]\]\s*", line)
+        if not m:
+            continue
+        words = m.group(1).split()
+        if words[:1] == ["scene"] and len(words) == 2:
+            if words[1] not in PRESETS:
+                errors.append(f"[[scene {words[1]}]]: no such scene (known: {', '.join(sorted(PRESETS))})")
+        elif words[:1] == ["diagram"] and len(words) == 2:
+            if not (Path(__file__).parents[2] / "templates/lessons/diagrams" / f"{words[1]}.html").is_file():
+                errors.append(f"[[diagram {words[1]}]]: no such diagram")
+        elif not _DIRECTIVE_P.fullmatch(f"<p>[[{m.group(1)}]]</p>"):
+            errors.append(f"[[{m.group(1)}]]: unknown directive")
+    return errors
+
+
+def _scene_link(name: str) -> str:
+    preset = PRESETS.get(name)
+    if preset is None:
+        raise DirectiveError(f"[[scene {name}]]: no such scene (known: {', '.join(sorted(PRESETS))})")
+    title = str(preset["title"])
+    return render_to_string(
+        "lessons/partials/scene_link.html",
+        {
+            "name": name,
+            "title": title,
+            # The link's words are UI chrome (the page's language); the title is Korean unless
+            # the presets translate it.
+            "title_lang": "ko" if _HANGUL.search(title) else get_language(),
+            "ui_lang": get_language(),
+        },
+    )
+
+
 def _expand_directive(match: re.Match) -> str:
     name = match.group(1)
     if name == "selfcheck":
         return SELFCHECK_SLOT
     if name == "calculator":
         return render_to_string("lessons/diagrams/calculator.html")
+    if match.group(3):
+        return _scene_link(match.group(3))
     return render_to_string(f"lessons/diagrams/{match.group(2)}.html")
 
 
@@ -58,9 +108,9 @@ def _style_callouts(soup: BeautifulSoup) -> None:
 
 
 def _is_widget(tag) -> bool:
-    """Diagrams, the calculator and question cards carry their own labels; no popovers inside."""
+    """Diagrams, the calculator, scene links and question cards carry their own labels; no popovers inside."""
     classes = tag.get("class") or []
-    return "diagram" in classes or "question" in classes or tag.has_attr("data-calculator") or tag.has_attr("data-directive")
+    return "diagram" in classes or "question" in classes or "scene-link" in classes or tag.has_attr("data-calculator") or tag.has_attr("data-directive")
 
 
 def _gloss_pattern(terms):
@@ -78,7 +128,7 @@ def _link_glossary(soup: BeautifulSoup, terms, glossary_url: str) -> None:
     pattern, by_alias = _gloss_pattern(terms)
     if pattern is None:
         return
-    counter = 0
+    linked: set[str] = set()  # one link per term per page: §2 had 51, 76 Tab presses before its first question
     for text_node in list(soup.find_all(string=True)):
         parents = {p.name for p in text_node.parents}
         if parents & _NO_GLOSS or not parents & _GLOSS_IN:
@@ -91,8 +141,10 @@ def _link_glossary(soup: BeautifulSoup, terms, glossary_url: str) -> None:
         pieces, last = [], 0
         for m in pattern.finditer(text):
             term = by_alias[m.group(0)]
-            counter += 1
-            tip_id = f"gl-{term.slug}-{counter}"
+            if term.slug in linked:
+                continue
+            linked.add(term.slug)
+            tip_id = f"gl-{term.slug}"
             pieces.append(escape(text[last : m.start()]))
             pieces.append(
                 f'<span class="gloss"><a class="gloss-term" href="{glossary_url}#g-{term.slug}" '
@@ -101,6 +153,8 @@ def _link_glossary(soup: BeautifulSoup, terms, glossary_url: str) -> None:
                 f"{escape(term.definition)}</span></span>"
             )
             last = m.end()
+        if last == 0:
+            continue
         pieces.append(escape(text[last:]))
         text_node.replace_with(BeautifulSoup("".join(pieces), "html.parser"))
 
@@ -108,6 +162,9 @@ def _link_glossary(soup: BeautifulSoup, terms, glossary_url: str) -> None:
 def render_section(section, terms) -> str:
     html = markdown_to_html(section.body)
     html = _DIRECTIVE_P.sub(_expand_directive, html)
+    leftover = _ANY_DIRECTIVE_P.search(html)
+    if leftover:
+        raise DirectiveError(f"§{section.number}: [[{leftover.group(1)}]]: unknown directive")
     soup = BeautifulSoup(html, "html.parser")
     _style_callouts(soup)
     glossary_url = reverse("lessons:glossary", kwargs={"number": section.lesson.number})
@@ -127,7 +184,8 @@ def code_stamp(*folders: str) -> str:
     return digest.hexdigest()[:12]
 
 
-CODE_STAMP = code_stamp("lessons/diagrams")
+# The scene titles are part of the markup too: presets.py is in the digest (a renamed scene is a new key).
+CODE_STAMP = code_stamp("lessons/diagrams", "lessons/partials") + hashlib.sha1(Path(presets_module.__file__).read_bytes()).hexdigest()[:6]
 CACHE_SECONDS = 24 * 60 * 60
 
 

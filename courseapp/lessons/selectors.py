@@ -1,4 +1,7 @@
 """Reads for lesson pages."""
+import re
+from dataclasses import dataclass
+
 from django.shortcuts import get_object_or_404
 
 from courseapp.lessons.models import Lesson
@@ -13,3 +16,29 @@ def lesson_neighbours(*, lesson: Lesson) -> tuple[Lesson | None, Lesson | None]:
     prev = siblings.filter(number__lt=lesson.number).order_by("-number").first()
     nxt = siblings.filter(number__gt=lesson.number).order_by("number").first()
     return prev, nxt
+
+
+_SUBHEADING = re.compile(r"^##\s+(.+?)\s*\{#([a-z0-9-]+)\}\s*$", re.M)
+
+
+@dataclass(frozen=True, slots=True)
+class Subsection:
+    anchor: str
+    title: str  # plain text, e.g. "2.1 정의"
+
+
+def section_subsections(*, section) -> list[Subsection]:
+    """The `## 2.1 … {#s2-1}` headings of a section, in order: its part of the table of contents."""
+    return [Subsection(anchor, re.sub(r"[*_`]", "", title)) for title, anchor in _SUBHEADING.findall(section.body)]
+
+
+@dataclass(frozen=True, slots=True)
+class Position:
+    number: int  # 1-based place of the section among the lesson's pages
+    total: int
+    read: int  # how many of them the learner has read
+
+
+def section_position(*, sections, section, read: int) -> Position:
+    number = next(i for i, s in enumerate(sections, 1) if s.pk == section.pk)
+    return Position(number=number, total=len(sections), read=read)

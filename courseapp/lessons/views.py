@@ -1,5 +1,6 @@
 from django.http import HttpResponse
 from django.shortcuts import render
+from django.utils.html import format_html
 from django.views.decorators.http import require_POST
 
 from courseapp.learners.selectors import mastery_by_objective, resume_section, sections_with_read
@@ -7,7 +8,7 @@ from courseapp.learners.services import learner_get, section_mark_read, section_
 from courseapp.lessons.models import Course, Lesson
 from courseapp.lessons.rendering import SELFCHECK_SLOT, render_section_cached
 from courseapp.lessons.outline import outline_get
-from courseapp.lessons.selectors import lesson_get, lesson_neighbours
+from courseapp.lessons.selectors import lesson_get, lesson_neighbours, section_position, section_subsections
 from courseapp.quizzes.selectors import anchor_label, anchor_url
 from courseapp.quizzes.views import question_cards, selfcheck_html
 
@@ -39,6 +40,8 @@ def lesson_detail(request, number):
             "mastery": mastery_by_objective(learner=learner, lesson=lesson),
             "resume": resume_section(learner=learner, lesson=lesson),
             "read_count": sum(read for _, read in sections),
+            # Korean content inside a translated sentence: marked so a screen reader switches voice.
+            "layer_html": format_html('<span lang="ko">{}</span>', lesson.layer),
         },
     )
 
@@ -52,6 +55,7 @@ def section_detail(request, number, slug):
         body = body.replace(SELFCHECK_SLOT, selfcheck_html(request, learner=learner, lesson=lesson))
     prev_section, next_section = outline.neighbours(section)
     toc = sections_with_read(learner=learner, lesson=lesson)
+    read_count = sum(read for _, read in toc)
     return render(
         request,
         "lessons/section_detail.html",
@@ -62,6 +66,8 @@ def section_detail(request, number, slug):
             "prev_section": prev_section,
             "next_section": next_section,
             "toc": toc,
+            "subsections": section_subsections(section=section),
+            "position": section_position(sections=outline.sections, section=section, read=read_count),
             "is_read": any(read for s, read in toc if s.pk == section.pk),
             # Where to resume is recorded by a POST the page sends once loaded (never by this GET).
             "record_visit": learner is not None and learner.last_section_id != section.pk,

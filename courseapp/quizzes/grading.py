@@ -24,12 +24,17 @@ def grade_single(key: dict, response: dict) -> Grade:
 
 
 def grade_multi(key: dict, response: dict) -> Grade:
-    """Each choice is a decision (checked or not); 1/n credit per right decision."""
-    choices = key["choices"]
+    """Each tick is a decision: a right tick earns 1/k (k = options in the key), a wrong tick
+    takes 1/k back, never below 0. Ticking nothing, or everything, earns nothing, unlike counting
+    unticked options as right decisions (which gave an empty answer 60% on a 2-of-5 item).
+    A key with no answers is all or nothing: tick none."""
     answer = set(key["answer"])
     chosen = set(response["choices"])
-    right = sum((c in chosen) == (c in answer) for c in choices)
-    return Grade(right / len(choices), {"right": right, "total": len(choices)})
+    hits, false = len(chosen & answer), len(chosen - answer)
+    detail = {"hits": hits, "false": false, "missed": len(answer) - hits, "picked": len(chosen)}
+    if not answer:
+        return Grade(0.0 if chosen else 1.0, detail)
+    return Grade(max(0.0, (hits - false) / len(answer)), detail)
 
 
 def grade_numeric(key: dict, response: dict) -> Grade:
@@ -53,6 +58,8 @@ def normalise_text(text: str) -> str:
 
 
 def grade_short(key: dict, response: dict) -> Grade:
+    if key.get("rubric"):
+        return grade_rubric(key["rubric"], response)
     given = normalise_text(response["text"])
     if not given:
         return Grade(0.0)
@@ -61,6 +68,17 @@ def grade_short(key: dict, response: dict) -> Grade:
     if any(re.search(p, given) for p in key.get("patterns", [])):
         return Grade(1.0)
     return Grade(0.0)
+
+
+def grade_rubric(rubric: list, response: dict) -> Grade:
+    """An answer in the learner's own words, checked for each idea of the rubric by keywords
+    (patterns on the normalised text). Credit = ideas found / ideas; the feedback names the
+    ideas found and missing, and the model answer is shown at the reveal. A keyword check, not
+    understanding: the card says so."""
+    given = normalise_text(response["text"])
+    found = [any(re.search(p, given) for p in idea["patterns"]) for idea in rubric]
+    ideas = [{"label": idea["label"], "found": ok} for idea, ok in zip(rubric, found)]
+    return Grade(sum(found) / len(rubric), {"ideas": ideas})
 
 
 def lcs_length(a: list, b: list) -> int:
@@ -78,13 +96,13 @@ def grade_ordering(key: dict, response: dict) -> Grade:
     """Credit = items already in a right relative order / all items."""
     order = key["order"]
     kept = lcs_length(response["order"], order)
-    return Grade(kept / len(order), {"right": kept, "total": len(order)})
+    return Grade(kept / len(order), {"in_order": kept, "total": len(order)})
 
 
 def grade_matching(key: dict, response: dict) -> Grade:
     pairs = key["pairs"]
     right = sum(response["pairs"].get(left) == r for left, r in pairs.items())
-    return Grade(right / len(pairs), {"right": right, "total": len(pairs)})
+    return Grade(right / len(pairs), {"pairs_right": right, "total": len(pairs)})
 
 
 GRADERS = {

@@ -6,6 +6,7 @@ learner's order of the options when a page is rendered. Ordering items are store
 shuffle that is never the right order, so neither ids nor positions give the answer away.
 """
 import random
+import re
 
 from courseapp.quizzes.models import Question
 
@@ -13,7 +14,7 @@ REQUIRED = {
     "single": ("choices", "answer"),
     "multi": ("choices", "answer"),
     "numeric": ("answer",),
-    "short": ("answers",),
+    "short": (),  # answers, or a rubric with a model answer: checked below
     "ordering": ("items",),
     "matching": ("left", "right", "answer"),
 }
@@ -71,11 +72,33 @@ def split_question(data: dict) -> tuple[dict, dict, dict]:
                 raise QuestionFileError(f"{slug}: choice_feedback for unknown choice {raw_id!r}")
             feedback[str(raw_id)] = str(text)
     elif qtype == "numeric":
-        public = {"unit": data.get("unit", "")}
-        key = {"answer": float(data["answer"]), "tolerance": float(data.get("tolerance", 0))}
+        answer, tolerance = float(data["answer"]), float(data.get("tolerance", 0))
+        # A count (blocks, requests, steps): the page asks for a whole number and offers the
+        # digits-only keypad. Public by design: the prompt already says "정수로".
+        whole = answer == int(answer) and tolerance < 1
+        public = {"unit": data.get("unit", ""), "integer": whole}
+        key = {"answer": answer, "tolerance": tolerance}
+    elif qtype == "short" and "rubric" in data:
+        rubric = data["rubric"]
+        if not rubric or not all(idea.get("label") and idea.get("patterns") for idea in rubric):
+            raise QuestionFileError(f"{slug}: every rubric idea needs a label and patterns")
+        if not str(data.get("model_answer", "")).strip():
+            raise QuestionFileError(f"{slug}: a rubric-graded answer needs a model_answer to show")
+        for idea in rubric:
+            for pattern in idea["patterns"]:
+                try:
+                    re.compile(pattern)
+                except re.error as exc:
+                    raise QuestionFileError(f"{slug}: rubric pattern {pattern!r}: {exc}") from exc
+        public = {"long": True, "ideas": len(rubric)}
+        key = {
+            "answers": [],
+            "rubric": [{"label": str(i["label"]), "patterns": [str(p) for p in i["patterns"]]} for i in rubric],
+            "model_answer": str(data["model_answer"]).strip(),
+        }
     elif qtype == "short":
-        if not data["answers"]:
-            raise QuestionFileError(f"{slug}: short answer needs at least one accepted answer")
+        if not data.get("answers"):
+            raise QuestionFileError(f"{slug}: short answer needs at least one accepted answer (or a rubric)")
         public = {}
         key = {"answers": [str(a) for a in data["answers"]], "patterns": list(data.get("patterns", []))}
     elif qtype == "ordering":

@@ -56,6 +56,11 @@ def _authored(question, group: str, shown_ids: list) -> list:
 
 
 _NUMBER = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
+# A number followed by a word: "3개", "16 토큰", "94 blocks". The word may be any unit, but not a
+# Korean or SI multiplier ("2.2만" is 22,000, not 2.2), which is refused as not a number.
+_WITH_UNIT = re.compile(r"^(?P<number>[+-]?(\d+(\.\d*)?|\.\d+))\s*(?P<unit>[^\W\d_]+\.?|%)$")
+_KOREAN_MULTIPLIERS = set("십백천만억조")
+_LATIN_MULTIPLIERS = {"k", "m", "b", "g", "e", "bn", "mn"}
 
 
 def _number(raw) -> float:
@@ -64,11 +69,16 @@ def _number(raw) -> float:
     if isinstance(raw, (int, float)):
         value = float(raw)
     elif isinstance(raw, str):
-        text = raw.strip().replace(",", "").replace(" ", "")
+        text = raw.strip().replace(",", "")
         if not text:
             raise ResponseError(_("Enter a number."))
+        match = _WITH_UNIT.match(text)
+        unit = match["unit"] if match else ""
+        if match and unit[0] not in _KOREAN_MULTIPLIERS and unit.casefold() not in _LATIN_MULTIPLIERS:
+            text = match["number"]  # the unit the learner typed is dropped; the number is graded
+        text = text.replace(" ", "")
         if not _NUMBER.match(text):
-            raise ResponseError(_("“%(value)s” is not a number. Enter digits only, e.g. 3 or 2.5.") % {"value": raw[:40]})
+            raise ResponseError(_("“%(value)s” is not a number. Enter a number such as 3 or 2.5 (a unit after it is fine, e.g. 3 blocks).") % {"value": raw[:40]})
         value = float(text)
     else:
         raise ResponseError(_("Enter a number."))
@@ -99,7 +109,11 @@ def validate(question, response) -> dict:
             raise ResponseError(_("That choice is not one of this question's options."))
         return {"choices": [c for c in valid if c in set(chosen)]}  # duplicates collapse
     if qtype == "numeric":
-        return {"value": _number(response.get("value"))}
+        value = _number(response.get("value"))
+        if public.get("integer") and value != int(value):
+            # Not graded, so the try is kept: the question counts whole things.
+            raise ResponseError(_("Answer with a whole number: this question counts whole things, so round as the question says."))
+        return {"value": value}
     if qtype == "short":
         text = response.get("text")
         if not isinstance(text, str) or not text.strip():
@@ -112,6 +126,8 @@ def validate(question, response) -> dict:
         items = [i["id"] for i in public["items"]]
         if not isinstance(order, list) or sorted(map(str, order)) != sorted(items):
             raise ResponseError(_("The order must list every item exactly once."))
+        if list(order) == items:  # the order the card starts in, which is never the answer
+            raise ResponseError(_("Move the items into your order first; nothing was saved, so this try still counts as unused."))
         return {"order": list(order)}
     if qtype == "matching":
         pairs = response.get("pairs")
@@ -125,7 +141,12 @@ def validate(question, response) -> dict:
             if right and right not in rights:
                 raise ResponseError(_("That match is not one of this question's options."))
             clean[left["id"]] = right
-        if not any(clean.values()):
-            raise ResponseError(_("Match at least one pair first."))
+        filled = sum(1 for right in clean.values() if right)
+        if filled < len(clean):
+            # A half-filled matching is not graded: finishing it should not cost a try.
+            raise ResponseError(
+                _("Match every item first (%(filled)d of %(total)d matched). Nothing was saved, so this try still counts as unused.")
+                % {"filled": filled, "total": len(clean)}
+            )
         return {"pairs": clean}
     raise ResponseError(_("Unknown question type."))

@@ -4,6 +4,7 @@ from dataclasses import dataclass
 
 from courseapp.lessons.outline import outline_for
 from courseapp.quizzes.models import Attempt, Question
+from courseapp.quizzes.presenting import raw_ids
 
 
 def new_nonce() -> str:
@@ -48,6 +49,8 @@ def reveal_answer(question: Question) -> Reveal:
         value = key["answer"]
         shown = int(value) if value == int(value) else value
         return Reveal([f"{shown} {public.get('unit', '')}".strip()])
+    if question.type == "short" and key.get("model_answer"):
+        return Reveal([key["model_answer"]])
     if question.type == "short":
         return Reveal([" / ".join(key["answers"][:3])])
     if question.type == "ordering":
@@ -55,6 +58,50 @@ def reveal_answer(question: Question) -> Reveal:
         return Reveal([items[i] for i in key["order"]])
     left, right = text("left"), text("right")
     return Reveal([f"{left[a]} → {right[b]}" for a, b in key["pairs"].items()])
+
+
+@dataclass(frozen=True, slots=True)
+class Mark:
+    """One option (or row, or position) after the reveal: was it right, did the learner pick it."""
+
+    text: str
+    right: bool
+    chosen: bool = False
+    note: str = ""  # why a wrong option is wrong, or what belongs in this row / place
+
+
+def marked_options(question: Question, response: dict, shown_public: dict) -> list[Mark]:
+    """Every option of a choice, matching or ordering question, marked right or wrong against
+    the key, in the order this learner's page shows them (`shown_public`, from presenting.shown
+    with the learner's seed)."""
+    key, public = question.key, question.public
+    if question.type in ("single", "multi"):
+        answer = {key["answer"]} if question.type == "single" else set(key["answer"])
+        chosen = set(response.get("choices", [])) | {response.get("choice")}
+        authored = raw_ids(question, "choices")
+        marks = []
+        for shown_choice in shown_public["choices"]:
+            raw = authored[shown_choice["id"]]
+            note = question.choice_feedback.get(raw, "") if raw not in answer else ""
+            marks.append(Mark(shown_choice["text"], raw in answer, raw in chosen, note))
+        return marks
+    if question.type == "matching":
+        left = {e["id"]: e["text"] for e in public["left"]}
+        right = {e["id"]: e["text"] for e in public["right"]}
+        given = response.get("pairs", {})
+        return [
+            Mark(f"{left[lft]} → {right.get(given.get(lft), '—')}", given.get(lft) == rgt, True,
+                 "" if given.get(lft) == rgt else right[rgt])
+            for lft, rgt in key["pairs"].items()
+        ]
+    if question.type == "ordering":
+        items = {e["id"]: e["text"] for e in public["items"]}
+        place = {item: n for n, item in enumerate(key["order"], start=1)}
+        return [
+            Mark(items[item], place[item] == n, True, "" if place[item] == n else str(place[item]))
+            for n, item in enumerate(response.get("order", []), start=1)
+        ]
+    return []
 
 
 def attempts_count(*, learner, question) -> int:

@@ -25,6 +25,7 @@ from courseapp.quizzes.selectors import (
     attempt_history,
     attempts_count,
     latest_attempt,
+    marked_options,
     new_nonce,
     questions_for_section,
     reveal_answer,
@@ -32,11 +33,13 @@ from courseapp.quizzes.selectors import (
 from courseapp.quizzes.services import attempt_submit
 
 
-def feedback_context(*, question, attempt, tries: int) -> dict | None:
+def feedback_context(*, question, attempt, tries: int, seed: str) -> dict | None:
     """What the learner sees after a submission. The key is revealed only once the answer is
-    right or after a second try, so the first feedback points to the lesson, not the answer."""
+    right or after a second try, so the first feedback points to the lesson, not the answer;
+    with the key, every option is marked right or wrong in the order the learner's page shows."""
     if attempt is None:
         return None
+    revealed = attempt.is_correct or tries >= 2
     if attempt.is_correct:
         verdict = "correct"
     elif attempt.score > 0:
@@ -51,7 +54,9 @@ def feedback_context(*, question, attempt, tries: int) -> dict | None:
         "section_url": anchor_url(question.lesson, question.anchor),
         "explanation": markdown_to_html(question.explanation) if question.explanation else "",
         "hint": question.hint,
-        "reveal": reveal_answer(question).lines if (attempt.is_correct or tries >= 2) else None,
+        "reveal": reveal_answer(question).lines if revealed else None,
+        "marks": marked_options(question, attempt.response, shown(question, seed)) if revealed else [],
+        "type": question.type,
         "tries": tries,
     }
 
@@ -102,7 +107,7 @@ def card_context(*, question, learner, seed, attempt=_LOOK_UP, tries: int | None
         "cache_key": f"{question.pk}/{version}/{seed}/{attempt.pk if attempt else 0}/{tries}/{get_language()}/{_CARD_STAMP}/{opaque_id('', 'cache', '')}",
         "prompt": SimpleLazyObject(lambda: markdown_inline(question.prompt)),
         "display": SimpleLazyObject(lambda: _display(question, attempt, seed)),
-        "feedback": SimpleLazyObject(lambda: feedback_context(question=question, attempt=attempt, tries=tries)),
+        "feedback": SimpleLazyObject(lambda: feedback_context(question=question, attempt=attempt, tries=tries, seed=seed)),
     }
 
 

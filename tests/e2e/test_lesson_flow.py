@@ -90,7 +90,7 @@ def test_ordering_question_with_the_keyboard_only(page, site):
 
 
 @pytest.mark.parametrize("qtype,typed,message", [
-    ("numeric", "3개", "“%(value)s” is not a number. Enter digits only, e.g. 3 or 2.5."),
+    ("numeric", "세 개", "“%(value)s” is not a number. Enter a number such as 3 or 2.5 (a unit after it is fine, e.g. 3 blocks)."),
     ("single", None, "Choose an answer first."),
 ])
 def test_a_refused_self_check_shows_its_message_in_the_card_even_with_debug_on(page, site, settings, qtype, typed, message):
@@ -175,3 +175,115 @@ def test_no_page_scrolls_sideways_on_a_phone(browser, site):
             wide[url] = width
     context.close()
     assert not wide, wide
+
+
+def phone(browser):
+    context = browser.new_context(viewport={"width": 390, "height": 844}, has_touch=True, is_mobile=True)
+    page = context.new_page()
+    page.set_default_timeout(10_000)
+    return context, page
+
+
+def test_a_tap_on_a_glossary_term_opens_its_popover_and_a_second_tap_the_glossary(browser, site):
+    context, page = phone(browser)
+    page.goto(f"{site}/lessons/21/s2/")
+    term = page.locator(".lesson-body .gloss-term").nth(1)
+    tip = page.locator(f"#{term.get_attribute('aria-describedby')}")
+    term.tap()
+    expect(tip).to_be_visible()
+    expect(page).to_have_url(re.compile(r"/lessons/21/s2/$"))  # still reading
+    box = tip.bounding_box()
+    assert box["x"] >= 0 and box["x"] + box["width"] <= 390, box  # inside the phone's screen
+    page.locator("article h1").tap()
+    expect(tip).to_be_hidden()  # a tap elsewhere closes it
+    term.tap()
+    term.tap()
+    expect(page).to_have_url(re.compile(r"/lessons/21/glossary/#g-"))
+    context.close()
+
+
+def test_the_keyboard_still_follows_a_glossary_link(page, site):
+    page.goto(f"{site}/lessons/21/s2/")
+    term = page.locator(".lesson-body .gloss-term").first
+    slug = term.get_attribute("data-term")
+    term.focus()
+    expect(page.locator(f"#{term.get_attribute('aria-describedby')}")).to_be_visible()
+    page.keyboard.press("Enter")
+    expect(page).to_have_url(re.compile(f"/lessons/21/glossary/#g-{slug}$"))
+
+
+def test_fewer_glossary_links_before_the_first_question(page, site):
+    """§2 had 51 term links: 76 Tab presses from the top to its first question."""
+    page.goto(f"{site}/lessons/21/s2/")
+    first_input = page.locator(".section-check .question input, .section-check .question select").first
+    first_input.wait_for()
+    presses = 0
+    while presses < 80:
+        page.keyboard.press("Tab")
+        presses += 1
+        if first_input.evaluate("el => el === document.activeElement"):
+            break
+    assert presses < 76, presses  # now about 50
+
+
+def test_the_table_of_contents_stays_in_view_and_follows_the_reader(page, site):
+    page.goto(f"{site}/lessons/21/s2/")
+    sub = page.locator(".toc-sub a[data-anchor=s2-3]")
+    expect(sub).to_be_visible()
+    page.evaluate("document.getElementById('s2-3').scrollIntoView()")
+    expect(sub).to_be_in_viewport()  # sticky beside the text
+    expect(sub).to_have_attribute("aria-current", "location")
+    sub2 = page.locator(".toc-sub a[data-anchor=s2-1]")
+    sub2.click()
+    expect(page).to_have_url(re.compile(r"#s2-1$"))
+    expect(page.locator("#s2-1")).to_be_in_viewport()
+
+
+def test_on_a_phone_the_tab_order_follows_what_the_eye_sees(browser, site):
+    context, page = phone(browser)
+    page.goto(f"{site}/lessons/21/s3/")
+    summary = page.locator(".sidebar-summary")
+    expect(page.locator(".sidebar-box")).not_to_have_attribute("open", "")  # one closed line above the text
+    expect(page.locator(".sidebar .toc")).to_be_hidden()
+    # Tab from the header onwards: every focus lands at or below the previous one on screen.
+    page.locator("#lang-select").focus()
+    last_y, seen_summary = -1, False
+    for _ in range(25):
+        page.keyboard.press("Tab")
+        y = page.evaluate("document.activeElement.getBoundingClientRect().top + window.scrollY")
+        assert y >= last_y - 1, (page.evaluate("document.activeElement.outerHTML.slice(0, 120)"), y, last_y)
+        last_y = y
+        seen_summary = seen_summary or page.evaluate("document.activeElement.matches('.sidebar-summary')")
+    assert seen_summary
+    summary.focus()
+    page.keyboard.press("Enter")
+    expect(page.locator(".sidebar .toc-sub a").first).to_be_visible()
+    context.close()
+
+
+def test_every_control_is_at_least_24_px(browser, site):
+    context, page = phone(browser)
+    small = {}
+    for url in ["/lessons/21/s3/", "/lessons/21/s1/", "/accounts/signup/", "/progress/"]:
+        page.goto(f"{site}{url}")
+        found = page.evaluate("""() => [...document.querySelectorAll(
+                'button, select, input:not([type=hidden]), summary, .toc a, .pager a, .scene-link a')]
+            .filter(el => el.getClientRects().length && getComputedStyle(el).visibility !== 'hidden')
+            .map(el => [el.id || el.className || el.tagName, // a radio or checkbox is hit through its whole label
+                           (el.matches('[type=radio], [type=checkbox]') && el.closest('label') || el).getBoundingClientRect().height])
+            .filter(([, h]) => h < 24)""")
+        if found:
+            small[url] = found
+    context.close()
+    assert not small, small
+
+
+def test_resume_goes_to_the_first_section_not_yet_read(page, site):
+    for slug in ("s0", "s1"):
+        page.goto(f"{site}/lessons/21/{slug}/")
+        page.locator("#read-mark").scroll_into_view_if_needed()
+        expect(page.locator("#read-mark")).to_have_attribute("data-read", "true")
+    page.goto(f"{site}/lessons/21/")
+    page.get_by_test_id("resume").click()
+    expect(page).to_have_url(re.compile(r"/lessons/21/s2/$"))
+    expect(page.get_by_test_id("section-progress")).to_have_text(re.compile(r"Section 3 of 10 · 2 read|10.*3.*2"))

@@ -3,6 +3,8 @@ database made by its `createdb` line, the web process with the prod settings beh
 HTTPS proxy, one worker from its command line; a learner starts a scene and it finishes on that
 worker. The test supplies only the values: the variables' values, a database name of its own
 and a free port."""
+import asyncio
+import json
 import os
 import re
 import secrets
@@ -15,7 +17,9 @@ from pathlib import Path
 
 import pytest
 import redis
+import websockets
 
+from tests.aio import run_in_fresh_loop
 from tests.e2e.conftest import free_port, wait_for_port
 
 pytestmark = pytest.mark.e2e
@@ -27,6 +31,16 @@ def readme_block() -> list[str]:
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     block = text.split("<!-- scaled-commands:", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
     return [line for line in block.splitlines() if line.strip() and not line.startswith("#")]
+
+
+async def watch_to_the_end(ws_url: str, timeout: float = 300) -> dict:
+    """Watch the run as its page does (a run nobody watches ends after a minute)."""
+    async with websockets.connect(ws_url, origin="https://127.0.0.1", max_size=None) as sock:
+        deadline = time.monotonic() + timeout
+        while True:
+            message = json.loads(await asyncio.wait_for(sock.recv(), timeout=deadline - time.monotonic()))
+            if message.get("status") in ("finished", "failed", "expired", "stopped"):
+                return message
 
 
 def _postgres_up() -> bool:
@@ -91,7 +105,9 @@ def test_the_readme_scaled_mode_commands_serve_a_scene_on_a_named_worker(tmp_pat
             "Content-Type": "application/x-www-form-urlencoded"})
         assert status == 201, body[:500]
         run_id = re.search(r'"run"\s*:\s*"([0-9a-f-]{36})"', body).group(1)
-        deadline = time.monotonic() + 120
+        last = run_in_fresh_loop(lambda: watch_to_the_end(f"ws://127.0.0.1:{port}/ws/demo/runs/{run_id}/"))
+        assert last["status"] == "finished", last
+        deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             status, summary = site.request(f"/demo/runs/{run_id}/summary/")
             if status == 286:  # the run has ended

@@ -1,10 +1,15 @@
 """Progress: mastery per objective, sections read, where to resume, and guest → account."""
+import re
+
 import pytest
+from bs4 import BeautifulSoup
 from django.urls import reverse
+from django.utils import translation
 
 from courseapp.learners.models import Learner, SectionRead
 from courseapp.learners.selectors import mastery_by_objective, resume_section
 from courseapp.learners.services import learner_merge_guest, section_mark_read
+from courseapp.lessons.rendering import markdown_inline
 from courseapp.quizzes.models import Attempt, Question
 from tests.answers import right_form, wrong_form
 from tests.factories import LearnerFactory, UserFactory
@@ -64,6 +69,48 @@ def test_resume_falls_back_to_the_first_unread_section(lesson):
 
 
 @pytest.mark.django_db
+def test_resume_skips_a_section_already_read_to_its_end(lesson):
+    """Reading §0–§2 to the end (the last one opened is §2) resumes at §3, not at §2 again."""
+    learner = LearnerFactory()
+    for slug in ["s0", "s1", "s2"]:
+        section = lesson.sections.get(slug=slug)
+        section_mark_read(learner=learner, section=section)
+        learner.last_section = section
+    learner.save()
+    assert resume_section(learner=learner, lesson=lesson).slug == "s3"
+
+
+@pytest.mark.django_db
+def test_resume_goes_on_from_where_the_learner_jumped_to_then_wraps_round(lesson):
+    learner = LearnerFactory()
+    sections = list(lesson.sections.all())
+    for s in sections[4:]:
+        section_mark_read(learner=learner, section=s)
+    section_mark_read(learner=learner, section=sections[0])
+    learner.last_section = sections[4]
+    learner.save()
+    assert resume_section(learner=learner, lesson=lesson) == sections[1]  # nothing unread after §3: back to the first unread
+    for s in sections:
+        section_mark_read(learner=learner, section=s)
+    assert resume_section(learner=learner, lesson=lesson) == sections[4]  # all read: where they were
+
+
+@pytest.mark.django_db
+def test_progress_lists_answers_by_their_question_text_with_a_link_to_the_question(client, lesson):
+    q = Question.objects.filter(type="single").order_by("order").first()
+    answer(client, q)
+    page = BeautifulSoup(client.get(reverse("progress")).content, "html.parser")
+    row = page.select_one(f".history tr[data-question={q.slug}]")
+    link = row.find("a")
+    words = BeautifulSoup(markdown_inline(q.prompt), "html.parser").get_text().strip()
+    assert link.get_text().rstrip("…") in words and len(link.get_text()) >= min(len(words), 60)
+    section = next(s for s in lesson.sections.all() if q.anchor in s.anchors)
+    assert link["href"] == f"{section.get_absolute_url()}#q-{q.slug}"
+    assert f'id="q-{q.slug}"' in client.get(link["href"].split("#")[0]).content.decode(), "the link lands on the card"
+    assert q.slug not in row.get_text()
+
+
+@pytest.mark.django_db
 def test_history_is_kept_not_overwritten(client):
     q = Question.objects.filter(type="single").first()
     answer(client, q, right=False)
@@ -95,8 +142,43 @@ def test_signing_up_keeps_what_the_guest_did(client):
     assert response.status_code == 302
     learner = Learner.objects.get(user__username="jun")
     assert learner.attempts.filter(question=q).count() == 1
-    progress = client.get(reverse("progress")).content.decode()
-    assert q.slug in progress
+    assert response["Location"] == reverse("progress")
+    progress = client.get(reverse("progress"))
+    assert f'data-question="{q.slug}"' in progress.content.decode()
+    with translation.override("ko"):
+        carried = translation.gettext("What you did as a guest (sections read and answers) is now in your account.")
+    notice = BeautifulSoup(progress.content, "html.parser").select_one("[data-testid=notice]")
+    assert notice is not None and notice.get_text(strip=True) == carried
+
+
+@pytest.mark.django_db
+def test_a_sign_up_without_guest_progress_does_not_claim_any_was_carried(client):
+    client.post(reverse("signup"), {"username": "new", "password1": "a-long-passphrase-9", "password2": "a-long-passphrase-9"})
+    with translation.override("ko"):
+        carried = translation.gettext("What you did as a guest (sections read and answers) is now in your account.")
+    assert carried not in client.get(reverse("progress")).content.decode()
+
+
+@pytest.mark.django_db
+def test_sign_up_errors_sit_beside_their_field_and_are_read_with_it(client):
+    response = client.post(reverse("signup"), {"username": "x", "password1": "a-long-passphrase-9", "password2": "different-one-9"})
+    assert response.status_code == 200
+    page = BeautifulSoup(response.content, "html.parser")
+    field = page.find("input", attrs={"name": "password2"})
+    errors = field.find_parent(class_="field-row").select_one(".field-errors")
+    assert errors is not None and errors.get_text(strip=True)
+    assert errors["id"] in field["aria-describedby"].split()
+    assert field["aria-invalid"] == "true"
+    assert field.find_parent(class_="field")["class"] == ["field", "field-invalid"]
+    assert page.find("input", attrs={"name": "username"}).find_parent(class_="field-invalid") is None
+
+
+@pytest.mark.django_db
+def test_a_wrong_password_is_said_at_the_top_of_the_login_form(client):
+    UserFactory(username="mina")
+    response = client.post(reverse("login"), {"username": "mina", "password": "wrong"})
+    page = BeautifulSoup(response.content, "html.parser")
+    assert page.select_one(".auth-form .form-errors[role=alert]").get_text(strip=True)
 
 
 @pytest.mark.django_db
@@ -127,3 +209,17 @@ def test_a_forged_guest_id_cannot_take_another_accounts_learner():
     learner_merge_guest(guest_id=victim.pk, user=intruder)
     victim.refresh_from_db()
     assert victim.user_id != intruder.pk
+
+
+@pytest.mark.django_db
+def test_sign_up_and_login_pages_say_what_guest_progress_carries_over(client):
+    for url in (reverse("signup"), reverse("login")):
+        assert 'data-testid="guest-work"' not in client.get(url).content.decode()  # nothing done yet
+    client.post(reverse("lessons:section-read", args=[21, "s1"]), **HX)
+    client.post(reverse("lessons:section-read", args=[21, "s2"]), **HX)
+    q = Question.objects.filter(type="single").first()
+    answer(client, q, right=False)
+    answer(client, q, right=True)
+    for url in (reverse("signup"), reverse("login")):
+        notice = BeautifulSoup(client.get(url).content, "html.parser").select_one("[data-testid=guest-work]")
+        assert re.findall(r"\d+", notice.get_text()) == ["2", "1"], notice.get_text()

@@ -89,6 +89,14 @@ def test_a_section_without_front_matter_is_refused(content_copy):
 
 
 @pytest.mark.django_db
+def test_a_section_linking_a_scene_that_does_not_exist_is_refused_at_load(content_copy):
+    path = next((content_copy / "lesson21" / "sections").glob("05-*.md"))
+    path.write_text(path.read_text(encoding="utf-8") + "\n[[scene no-such-scene]]\n", encoding="utf-8")
+    with pytest.raises(ContentError, match="no-such-scene"):
+        content_load(root=content_copy)
+
+
+@pytest.mark.django_db
 def test_a_failed_load_changes_nothing(content_copy):
     before = snapshot()
     path = content_copy / "lesson21" / "glossary.yaml"

@@ -29,24 +29,32 @@ class TestMulti:
     def test_exact_set_is_full_credit(self):
         assert grade_multi(self.key, {"choices": ["a", "c"]}).score == 1.0
 
-    def test_each_right_decision_earns_one_nth(self):
-        # a ✓ checked, b ✓ unchecked, c ✗ missed, d ✓ unchecked → 3 of 4 decisions right
+    def test_each_right_tick_earns_one_kth(self):
         result = grade_multi(self.key, {"choices": ["a"]})
-        assert result.score == pytest.approx(0.75)
-        assert result.detail == {"right": 3, "total": 4}
+        assert result.score == pytest.approx(0.5)
+        assert result.detail == {"hits": 1, "false": 0, "missed": 1, "picked": 1}
 
-    def test_empty_selection_still_gets_the_unchecked_decisions(self):
-        assert grade_multi(self.key, {"choices": []}).score == pytest.approx(0.5)
+    def test_a_wrong_tick_takes_one_right_tick_back(self):
+        assert grade_multi(self.key, {"choices": ["a", "c", "b"]}).score == pytest.approx(0.5)
+        assert grade_multi(self.key, {"choices": ["a", "b"]}).score == 0.0
 
-    def test_everything_checked_is_half_right_here(self):
-        assert grade_multi(self.key, {"choices": ["a", "b", "c", "d"]}).score == pytest.approx(0.5)
+    def test_empty_selection_earns_nothing(self):
+        # issue #9: counting unticked options as right decisions gave an empty answer 60% on 2-of-5
+        two_of_five = {"choices": list("abcde"), "answer": ["a", "b"]}
+        result = grade_multi(two_of_five, {"choices": []})
+        assert result.score == 0.0
+        assert result.detail["picked"] == 0
+
+    def test_everything_checked_earns_nothing(self):
+        assert grade_multi(self.key, {"choices": ["a", "b", "c", "d"]}).score == 0.0
 
     def test_all_wrong_decisions_score_zero(self):
         assert grade_multi(self.key, {"choices": ["b", "d"]}).score == 0.0
 
-    def test_empty_key_rewards_checking_nothing(self):
+    def test_empty_key_rewards_checking_nothing_only(self):
         key = {"choices": ["a", "b"], "answer": []}
         assert grade_multi(key, {"choices": []}).score == 1.0
+        assert grade_multi(key, {"choices": ["a"]}).score == 0.0
 
     def test_duplicates_in_response_count_once(self):
         assert grade_multi(self.key, {"choices": ["a", "a", "c"]}).score == 1.0
@@ -131,7 +139,7 @@ class TestMatching:
     def test_proportional_credit(self):
         result = grade_matching(self.key, {"pairs": {"l1": "r1", "l2": "r3", "l3": "r2", "l4": "r4"}})
         assert result.score == pytest.approx(0.5)
-        assert result.detail == {"right": 2, "total": 4}
+        assert result.detail == {"pairs_right": 2, "total": 4}
 
     def test_blank_pairs_count_as_wrong(self):
         assert grade_matching(self.key, {"pairs": {"l1": "r1", "l2": "", "l3": "", "l4": ""}}).score == pytest.approx(0.25)

@@ -54,6 +54,10 @@ def test_single_choice_key_is_not_in_public():
         ({"id": "q", "type": "numeric"}, "needs answer"),
         ({"id": "q", "type": "matching", "left": [{"id": "l", "text": "L"}], "right": [{"id": "r", "text": "R"}], "answer": {}}, "pair every"),
         ({"id": "q", "type": "ordering", "items": [{"id": "a", "text": "A"}, {"id": "a", "text": "B"}, {"id": "c", "text": "C"}]}, "duplicate"),
+        ({"id": "q", "type": "short", "rubric": [{"label": "처리량", "patterns": ["처리량"]}]}, "model_answer"),
+        ({"id": "q", "type": "short", "rubric": [{"label": "처리량", "patterns": ["(처리량"]}], "model_answer": "처리량"}, "rubric pattern"),
+        ({"id": "q", "type": "short", "rubric": [], "model_answer": "처리량"}, "label and patterns"),
+        ({"id": "q", "type": "short", "answers": []}, "accepted answer"),
     ],
 )
 def test_broken_entries_are_refused_with_the_question_id(data, message):
@@ -80,3 +84,10 @@ def test_matching_whose_sides_reuse_an_id_is_graded_and_revealed_by_side(client)
     assert reveal_answer(q).lines == ["왼쪽 하나 → 오른쪽 둘", "왼쪽 둘 → 오른쪽 하나"]
     response = client.post(reverse("quizzes:submit", args=[q.slug]), {**right_form(q), "nonce": "n"}, HTTP_HX_REQUEST="true")
     assert 'data-verdict="correct"' in response.content.decode()
+
+
+def test_a_rubric_answer_keeps_its_rubric_and_model_answer_off_the_page():
+    data = {"id": "q", "type": "short", "rubric": [{"label": "처리량", "patterns": ["처리량"]}], "model_answer": "처리량이 는다"}
+    public, key, _ = split_question(data)
+    assert public == {"long": True, "ideas": 1}
+    assert key["model_answer"] == "처리량이 는다" and key["rubric"][0]["patterns"] == ["처리량"]
