@@ -5,20 +5,11 @@ budget, so prompt chunks and single-token decodes share a step. Running requests
 first (in admission order); when the pool runs out, the most recently admitted one is
 preempted. New requests are admitted FIFO while seats, budget and blocks last.
 """
-import logging
 from collections import deque
 from dataclasses import dataclass, field
 
 from engine.block_pool import BlockPool, hash_block
 from engine.request import Request, Status
-
-logger = logging.getLogger("engine.scheduler")
-
-PREEMPT_WARNING = (
-    "Sequence group %s is preempted by PreemptionMode.%s mode because there is not enough KV cache space. "
-    "This can affect the end-to-end performance. Increase gpu_memory_utilization or tensor_parallel_size to "
-    "provide more KV cache memory. total_num_cumulative_preemption=%d"
-)
 
 
 @dataclass(slots=True)
@@ -179,8 +170,9 @@ class Scheduler:
         out.freed.append((req.request_id, list(req.block_ids)))
         self.pool.free(req.block_ids, req.request_id)
         req.block_ids = []
+        # Like vLLM V1's _preempt_request, nothing is logged: the counter num_preemptions (the
+        # metric vllm:num_preemptions_total) is the signal. V0 printed a warning here.
         out.preempted.append((req, mode))
-        logger.warning(PREEMPT_WARNING, req.request_id, mode.upper(), self.num_preemptions)
 
     def _swap_in(self, req: Request, out: SchedulerOutput) -> bool:
         need = len(req.cpu_block_ids)

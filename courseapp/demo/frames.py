@@ -12,8 +12,10 @@ LABELS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 # Timeline codes, one character per step (the lesson's §3.2 picture):
 # P prompt chunk · D decode · F finished · W waiting · R running, not scheduled (budget)
-# X preempted · S swapped out · space = not there
+# X preempted · S swapped out · I idle: finished, but static batching keeps its seat until the
+# whole batch ends (figure 3.2's "·") · space = not there
 PRIORITY = "FXPDSWR"
+LOG_KEPT = 40  # log entries kept (the browser shows them all; a scene makes far fewer)
 
 
 class LaneState:
@@ -24,31 +26,43 @@ class LaneState:
         self.step = 0
         self.num_blocks = config.get("num_blocks", 0)
         self.block_size = config.get("block_size", 16)
+        self.static = config.get("scheduling") == "static"
         self.blocks: list = []
         self.tables: dict[str, list[int]] = {}
         self.queues = {"waiting": [], "running": [], "swapped": []}
         self.requests: dict[str, dict] = {}  # id → label, owner, status, counts, text
         self.timeline: dict[str, str] = {}
         self.stats: dict = {}
-        self.log: list[str] = []
-        self.step_times: list[float] = []
+        self.log: list[dict] = []  # what happened, as data: the browser words it in the UI's language
+        self.engine_s = 0.0  # the engine's own time for every step so far (no pauses, no step delay)
         self.peak_running = 0
+        self.peak_kv = (0.0, 0)  # highest KV usage (%, blocks): the end screen keeps it
+        self.prompt_computed = 0  # prompt tokens the engine computed (a prefix hit skips them)
+        self.idle_slots = 0  # static batching: seats held by finished requests, step by step
+        self._batch_done: set[str] = set()  # static: finished, but their batch still runs
         self.block_text: dict[str, list[str]] = {}  # request → the text each of its blocks holds
 
-    def add_request(self, rid: str, owner: str = "", prompt_preview: str = "", prompt_tokens: int = 0) -> None:
+    def add_request(self, rid: str, owner: str = "", prompt_preview: str = "", prompt_tokens: int = 0, max_tokens: int = 0) -> None:
         label = LABELS[len(self.requests) % 26] + ("" if len(self.requests) < 26 else str(len(self.requests) // 26))
         self.requests[rid] = {
             "id": rid, "label": label, "owner": owner, "status": "waiting", "prompt": prompt_preview,
-            "prompt_tokens": prompt_tokens, "output_tokens": 0, "cached_tokens": 0, "text": "",
-            "preemptions": 0, "first_step": None, "last_step": None, "tok_s": 0.0,
+            "prompt_tokens": prompt_tokens, "max_tokens": max_tokens, "output_tokens": 0, "cached_tokens": 0, "text": "",
+            "preemptions": 0, "first_step": None, "last_step": None, "tok_s": 0.0, "finish_reason": "",
+            "arrived_s": self.engine_s, "e2e_s": 0.0,
         }
         self.timeline[rid] = " " * self.step
         self.queues["waiting"].append(rid)  # the engine queued it; the next step event confirms
 
+    def _label(self, rid: str) -> str:
+        return self.requests[rid]["label"] if rid in self.requests else rid
+
+    def _note(self, kind: str, rid: str, **facts) -> None:
+        self.log.append({"step": self.step, "kind": kind, "req": self._label(rid), **facts})
+
     def apply(self, event: dict, texts: dict[str, str] | None = None) -> None:
         self.step = event["step"]
         self.num_blocks, self.block_size = event["num_blocks"], event["block_size"]
-        self.step_times.append(event["duration_ms"] / 1000)
+        self.engine_s += event["duration_ms"] / 1000
         self.blocks = [[b["block_id"], b["ref_cnt"], b["filled"], int(b["cached"]), b["owners"]] for b in event["blocks"]]
         self.tables = event["block_tables"]
         self.queues = {k: list(event[k]) for k in ("waiting", "running", "swapped")}
@@ -62,47 +76,92 @@ class LaneState:
             codes[rid] = "S"
         for item in event["scheduled"]:
             codes[item["request_id"]] = "P" if item["prefill_tokens"] else "D"
+            self.prompt_computed += item["prefill_tokens"]
+        hits = {hit["request_id"]: hit for hit in event["prefix_hits"]}
+        freed = {f["request_id"]: len(f["block_ids"]) for f in event["freed"]}
+        for rid in event["admitted"]:
+            req = self.requests.get(rid)
+            if req and req["preemptions"]:  # back after a preemption: its KV is computed again
+                self._note("recompute", rid, tokens=req["prompt_tokens"] + req["output_tokens"],
+                           cached=hits.get(rid, {}).get("tokens", 0))
+        for rid in event["swapped_in"]:
+            self._note("swap_in", rid)
         for p in event["preempted"]:
-            codes[p["request_id"]] = "X"
-            self.requests.get(p["request_id"], {})["preemptions"] = self.requests.get(p["request_id"], {}).get("preemptions", 0) + 1
-            self.log.append(
-                f"WARNING step {self.step}: Sequence group {p['request_id']} is preempted by "
-                f"PreemptionMode.{p['mode'].upper()} mode because there is not enough KV cache space."
-            )
+            rid = p["request_id"]
+            codes[rid] = "X"
+            req = self.requests.get(rid)
+            if req:
+                req["preemptions"] += 1
+            self._note("preempt", rid, mode=p["mode"], blocks=freed.get(rid, 0))
+        for rid, hit in hits.items():
+            req = self.requests.get(rid)
+            if req and not req["preemptions"]:
+                req["cached_tokens"] = hit["tokens"]
+                sharers = sorted({self._label(o) for b in self.blocks if b[0] in set(hit["block_ids"]) for o in b[4] if o != rid})
+                self._note("hit", rid, tokens=hit["tokens"], blocks=len(hit["block_ids"]), sharers=sharers)
         for f in event["finished"]:
             codes[f["request_id"]] = "F"
             req = self.requests.get(f["request_id"])
             if req:
-                req["status"] = "finished"
-        for hit in event["prefix_hits"]:
-            req = self.requests.get(hit["request_id"])
-            if req:
-                req["cached_tokens"] = hit["tokens"]
+                req["status"], req["finish_reason"] = "finished", f["reason"]
+        if self.static:  # figure 3.2: a finished member's seat stays empty until its batch ends
+            for rid in self._batch_done:
+                codes.setdefault(rid, "I")
+            self._batch_done |= {f["request_id"] for f in event["finished"]}
+            if not self.queues["running"]:
+                self._batch_done = set()
         for rid, req in self.requests.items():
-            self.timeline[rid] = (self.timeline.get(rid, "") + codes.get(rid, " "))[-MAX_TIMELINE:]
+            code = codes.get(rid, " ")
+            self.idle_slots += code == "I"
+            self.timeline[rid] = (self.timeline.get(rid, "") + code)[-MAX_TIMELINE:]
             if rid in event["new_tokens"]:
                 req["output_tokens"] += 1
                 req["first_step"] = req["first_step"] or self.step
                 req["last_step"] = self.step
             if req["status"] != "finished":
-                req["status"] = {"R": "running", "P": "running", "D": "running", "W": "waiting", "S": "swapped", "X": "preempted"}.get(codes.get(rid, ""), req["status"])
+                req["status"] = {"R": "running", "P": "running", "D": "running", "W": "waiting", "S": "swapped", "X": "preempted"}.get(code, req["status"])
+            if req["status"] != "finished" or code == "F":  # its speed as its user sees it: arrival to last token
+                req["e2e_s"] = self.engine_s - req["arrived_s"]
+                req["tok_s"] = round(req["output_tokens"] / req["e2e_s"], 1) if req["e2e_s"] > 0 else 0.0
         for rid, text in (texts or {}).items():
             if rid in self.requests:
                 self.requests[rid]["text"] = text
-        self.log = self.log[-30:]
+        self.log = self.log[-LOG_KEPT:]
         m = event["metrics"]
-        recent = self.step_times[-20:]
+        usage = round(100 * m["kv_cache_usage_perc"], 1)
+        if usage > self.peak_kv[0]:
+            self.peak_kv = (usage, m["kv_blocks_used"])
+        tokens = sum(r["output_tokens"] for r in self.requests.values())
+        speeds = [r["tok_s"] for r in self.requests.values() if r["output_tokens"]]
         self.stats = {
             "kv_blocks_used": m["kv_blocks_used"],
             "kv_tokens_used": m["kv_tokens_used"],
-            "kv_usage": round(100 * m["kv_cache_usage_perc"], 1),
+            "kv_usage": usage,
+            "kv_peak": self.peak_kv[0],
+            "kv_peak_blocks": self.peak_kv[1],
             "wasted_slots": m["wasted_slots"],
             "hit_rate": round(100 * m["prefix_cache_hit_rate"], 1),
             "preemptions": m["num_preemptions_total"],
-            "tok_s": round(len(event["new_tokens"]) / max(sum(recent) / len(recent), 1e-6), 1) if recent else 0.0,
+            # The run's throughput: every generated token over the engine's time so far (one
+            # step's rate jumps with what that step happened to hold).
+            "tok_s": round(tokens / self.engine_s, 1) if self.engine_s > 0 else 0.0,
+            "req_tok_s": round(sum(speeds) / len(speeds), 1) if speeds else 0.0,  # one request, on average
+            "engine_s": round(self.engine_s, 3),
             "steps": self.step,
             "peak_running": self.peak_running,
-            "tokens": sum(r["output_tokens"] for r in self.requests.values()),
+            "tokens": tokens,
+            "prompt_computed": self.prompt_computed,
+            "idle_slots": self.idle_slots,
+        }
+
+    def summary(self) -> dict:
+        """The numbers that make a scene's point, for the end screen's sentences."""
+        first_block = {rid: texts[0] for rid, texts in self.block_text.items() if texts}
+        return {
+            "name": self.name, "label": self.label, **self.stats,
+            "requests": [{"label": r["label"], "id": r["id"], "prompt_tokens": r["prompt_tokens"], "cached_tokens": r["cached_tokens"], "tok_s": r["tok_s"],
+                          "preemptions": r["preemptions"], "output_tokens": r["output_tokens"], "first_block": first_block.get(r["id"], "")}
+                         for r in self.requests.values()],
         }
 
     def to_dict(self) -> dict:
@@ -117,8 +176,9 @@ class LaneState:
 class FrameBuilder:
     """Holds every lane's state and decides when the next frame may go out."""
 
-    def __init__(self, run_id: str, lanes: list[LaneState]):
+    def __init__(self, run_id: str, lanes: list[LaneState], scene: str = ""):
         self.run_id = run_id
+        self.scene = scene  # the preset's name ("" for a learner's own engine)
         self.lanes = lanes
         self.seq = 0
         self.status = "running"
@@ -140,7 +200,9 @@ class FrameBuilder:
         self.seq += 1
         self._last_sent = time.monotonic()
         self._dirty = False
+        ended = self.status != "running"
         return {
+            "scene": self.scene, "summary": [lane.summary() for lane in self.lanes] if ended else None,
             "type": kind, "seq": self.seq, "run": self.run_id, "sent_at": time.time(), "status": self.status, "reason": self.reason,
             "paused": self.paused, "speed": self.speed, "message": self.message, "lanes": [lane.to_dict() for lane in self.lanes],
         }

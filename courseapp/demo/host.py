@@ -120,7 +120,7 @@ class RunSession:
             engine = eng.LLMEngine(config, loaded=loaded)
             state = LaneState(lane_spec["name"], lane_spec.get("label", lane_spec["name"]), lane_spec["config"])
             self.lanes.append(Lane(state, engine))
-        self.builder = FrameBuilder(self.run_id, [lane.state for lane in self.lanes])
+        self.builder = FrameBuilder(self.run_id, [lane.state for lane in self.lanes], scene=self.spec.get("preset", ""))
         self.builder.paused = bool(self.spec.get("start_paused"))  # a teacher may step from the start
         self.last_tick, self.started = time.monotonic(), True
 
@@ -138,10 +138,10 @@ class RunSession:
         ids = self._prompt_ids(lanes[0].engine, item)  # every lane shares the one tokenizer
         params = eng.SamplingParams(temperature=item.get("temperature", 0.0), max_tokens=item.get("max_tokens", 64),
                                     ignore_eos=item.get("ignore_eos", False), seed=item.get("seed"))
-        preview = (item.get("user") or item.get("prompt", ""))[:120]
+        preview = (item.get("preview") or item.get("user") or item.get("prompt", ""))[:120]
         for lane in lanes:
             rid = lane.engine.add_request(ids, params, request_id=key)
-            lane.state.add_request(rid, owner=owner, prompt_preview=preview, prompt_tokens=len(ids))
+            lane.state.add_request(rid, owner=owner, prompt_preview=preview, prompt_tokens=len(ids), max_tokens=params.max_tokens)
         self.builder.touch()
 
     # --- commands ------------------------------------------------------------------------------

@@ -3,7 +3,7 @@ script of requests (which step they arrive at). Opened from /demo/?preset=NAME."
 from copy import deepcopy
 from datetime import timedelta
 
-from django.utils.translation import gettext as _
+from django.utils.translation import gettext as _, gettext_noop
 
 INQUIRIES = [
     "지난주에 주문한 운동화가 아직 안 왔어요. 언제 받을 수 있나요?",
@@ -19,24 +19,31 @@ INQUIRIES = [
 BASE = dict(block_size=16, num_blocks=128, max_num_seqs=8, max_num_batched_tokens=256,
             enable_prefix_caching=True, preemption_mode="recompute", scheduling="continuous", max_model_len=1024)
 
+# Titles and lane labels are marked for translation here and translated when a run starts or a
+# page shows them (Korean msgids: the scene names of the Korean lesson); the summaries stay
+# Korean, like the lesson they point back to.
 PRESETS = {
     "reservation": {
-        "title": "최대 길이 예약 ↔ 블록 단위",
+        "title": gettext_noop("최대 길이 예약 ↔ 블록 단위"),
         "section": "s1-2",
-        "summary": "같은 요청 6건, 같은 KV 풀. 왼쪽은 요청마다 max-model-len(1,024토큰)만큼 블록을 미리 잡고, 오른쪽은 쓴 만큼만 블록을 받습니다. 동시에 몇 건이 들어가는지 보세요.",
+        # 240 blocks: a 1,024-token reservation is 64 blocks, so 3 fit; six real requests (≈600
+        # tokens, 38 blocks each) all fit paged, with no preemption muddying the comparison.
+        "summary": "같은 요청 6건, 같은 KV 풀(블록 240개). 왼쪽은 요청마다 max-model-len(1,024토큰)만큼 블록을 미리 잡고, 오른쪽은 쓴 만큼만 블록을 받습니다. 동시에 몇 건이 들어가는지, 다 끝나는 데 몇 스텝이 걸리는지 보세요.",
         "lanes": [
-            {"name": "reserve", "label": "최대 길이 예약", "config": {**BASE, "num_blocks": 192, "kv_reservation": "max_len", "enable_prefix_caching": False}},
-            {"name": "paged", "label": "블록 단위(PagedAttention)", "config": {**BASE, "num_blocks": 192, "enable_prefix_caching": False}},
+            {"name": "reserve", "label": gettext_noop("최대 길이 예약"), "config": {**BASE, "num_blocks": 240, "kv_reservation": "max_len", "enable_prefix_caching": False}},
+            {"name": "paged", "label": gettext_noop("블록 단위(PagedAttention)"), "config": {**BASE, "num_blocks": 240, "enable_prefix_caching": False}},
         ],
         "requests": [{"at": 0, "user": q, "max_tokens": 48} for q in INQUIRIES[:6]],
     },
     "static-vs-continuous": {
-        "title": "정적 배칭 ↔ 연속 배칭",
+        "title": gettext_noop("정적 배칭 ↔ 연속 배칭"),
         "section": "s3-2",
-        "summary": "같은 요청 A~G를 한 번에 4건씩. 정적 배칭은 배치가 다 끝나야 다음을 넣고, 연속 배칭은 스텝마다 빈자리를 채웁니다. 스텝 수와 빈 칸(·)을 비교하세요.",
+        # A budget that takes four whole prompts in one step and no prefix caching: both lanes
+        # differ only in scheduling, and a batch of 4 starts together as in figure 3.2.
+        "summary": "같은 요청 A~G를 한 번에 4건씩(프리픽스 캐싱은 두 쪽 모두 끔). 정적 배칭은 배치가 다 끝나야 다음을 넣고, 연속 배칭은 스텝마다 빈자리를 채웁니다. 스텝 수와 빈 자리(·)를 비교하세요.",
         "lanes": [
-            {"name": "static", "label": "정적 배칭", "config": {**BASE, "max_num_seqs": 4, "scheduling": "static"}},
-            {"name": "continuous", "label": "연속 배칭", "config": {**BASE, "max_num_seqs": 4}},
+            {"name": "static", "label": gettext_noop("정적 배칭"), "config": {**BASE, "num_blocks": 192, "max_num_seqs": 4, "max_num_batched_tokens": 2400, "enable_prefix_caching": False, "scheduling": "static"}},
+            {"name": "continuous", "label": gettext_noop("연속 배칭"), "config": {**BASE, "num_blocks": 192, "max_num_seqs": 4, "max_num_batched_tokens": 2400, "enable_prefix_caching": False}},
         ],
         "requests": [
             {"at": 0, "user": INQUIRIES[i], "max_tokens": n, "ignore_eos": True}
@@ -44,12 +51,12 @@ PRESETS = {
         ],
     },
     "concurrency": {
-        "title": "1건 ↔ 8건 동시",
+        "title": gettext_noop("1건 ↔ 8건 동시"),
         "section": "s3-3",
-        "summary": "왼쪽은 요청 1건, 오른쪽은 같은 요청 8건을 동시에. 요청 하나의 속도(tok/s)와 전체 처리량을 비교하세요.",
+        "summary": "왼쪽은 요청 1건, 오른쪽은 같은 요청 8건을 동시에. 요청 하나의 속도(tok/s)와 서버 전체의 처리량을 비교하세요.",
         "lanes": [
-            {"name": "one", "label": "1건", "config": {**BASE}},
-            {"name": "eight", "label": "8건 동시", "config": {**BASE}},
+            {"name": "one", "label": gettext_noop("1건"), "config": {**BASE}},
+            {"name": "eight", "label": gettext_noop("8건 동시"), "config": {**BASE}},
         ],
         "lane_requests": {
             "one": [{"at": 0, "user": INQUIRIES[0], "max_tokens": 40, "ignore_eos": True}],
@@ -57,37 +64,50 @@ PRESETS = {
         },
     },
     "prefix-caching": {
-        "title": "프리픽스 캐싱",
+        "title": gettext_noop("프리픽스 캐싱"),
         "section": "s4-3",
-        "summary": "긴 공통 시스템 프롬프트로 2번, 이어서 맨 앞에 현재 시각을 넣고 2번. 공유 블록(참조 수 2 이상)과 적중률을 보세요.",
-        "lanes": [{"name": "cache", "label": "프리픽스 캐싱 켬", "config": {**BASE, "num_blocks": 192}}],
+        "summary": "긴 공통 시스템 프롬프트로 2번(A, B), 이어서 맨 앞에 현재 시각을 넣고 2번(C, D). 왼쪽은 캐싱을 켠 엔진, 오른쪽은 끈 엔진입니다. 공유 블록(참조 수 2 이상), 타임라인의 ★, 계산한 프롬프트 토큰 수를 비교하세요.",
+        "lanes": [
+            {"name": "cache", "label": gettext_noop("프리픽스 캐싱 켬"), "config": {**BASE, "num_blocks": 192}},
+            {"name": "nocache", "label": gettext_noop("프리픽스 캐싱 끔"), "config": {**BASE, "num_blocks": 192, "enable_prefix_caching": False}},
+        ],
         "requests": "prefix",  # built at start: needs the current time
     },
     "preemption": {
-        "title": "KV 캐시가 꽉 차면 — 선점",
-        "section": "s5",
+        "title": gettext_noop("KV 캐시가 꽉 차면 — 선점"),
+        "section": "s5-1",
         "summary": "풀이 작은데(블록 56개) 긴 답을 6건 동시에. 답이 길어지며 블록이 모자라면 가장 늦게 들어온 요청이 밀려납니다(선점). 타임라인의 ✕와 로그를 보세요.",
-        "lanes": [{"name": "small", "label": "작은 풀", "config": {**BASE, "num_blocks": 56, "max_num_seqs": 6}}],
+        "lanes": [{"name": "small", "label": gettext_noop("작은 풀"), "config": {**BASE, "num_blocks": 56, "max_num_seqs": 6}}],
         "requests": [{"at": 0, "user": q, "max_tokens": 96, "ignore_eos": True} for q in INQUIRIES[:6]],
     },
 }
 
 
+def section_path(anchor: str) -> str:
+    """The lesson page and anchor a scene illustrates: "s1-2" → /lessons/21/s1/#s1-2."""
+    from django.urls import reverse
+
+    return reverse("lessons:section", args=[21, anchor.split("-")[0]]) + f"#{anchor}"
+
+
 def spec_for(name: str, *, system_prompt: str, now) -> dict:
     """A runnable spec for a preset (KeyError for an unknown name)."""
     preset = deepcopy(PRESETS[name])
-    spec = {"preset": name, "title": preset["title"], "section": preset["section"], "summary": preset["summary"],
+    for lane in preset["lanes"]:
+        lane["label"] = _(lane["label"])  # in the language of whoever starts it
+    spec = {"preset": name, "title": _(preset["title"]), "section": preset["section"], "summary": preset["summary"],
             "lanes": preset["lanes"], "system": system_prompt, "open": False}
     if preset.get("requests") == "prefix":
         # Each request is stamped with the second it is sent, as the lesson's §6 lab does. The
         # clock comes first so the seconds fall inside the first 16-token block (with the label
         # first they could land on token 17, leaving block 0 shared).
-        first, second = (f"[{(now + timedelta(seconds=i)):%H:%M:%S}] 현재 시각\n{system_prompt}" for i in (0, 1))
+        stamps = [f"[{(now + timedelta(seconds=i)):%H:%M:%S}] 현재 시각" for i in (0, 1)]
+        first, second = (f"{stamp}\n{system_prompt}" for stamp in stamps)
         spec["requests"] = [
             {"at": 0, "system": system_prompt, "user": INQUIRIES[0], "max_tokens": 24, "key": "same-1"},
             {"at": 6, "system": system_prompt, "user": INQUIRIES[1], "max_tokens": 24, "key": "same-2"},
-            {"at": 60, "system": first, "user": INQUIRIES[2], "max_tokens": 24, "key": "time-1"},
-            {"at": 66, "system": second, "user": INQUIRIES[3], "max_tokens": 24, "key": "time-2"},
+            {"at": 60, "system": first, "user": INQUIRIES[2], "max_tokens": 24, "key": "time-1", "preview": f"{stamps[0]} … {INQUIRIES[2]}"},
+            {"at": 66, "system": second, "user": INQUIRIES[3], "max_tokens": 24, "key": "time-2", "preview": f"{stamps[1]} … {INQUIRIES[3]}"},
         ]
     elif "lane_requests" in preset:
         spec["lane_requests"] = {lane: [{**r, "system": system_prompt} for r in reqs] for lane, reqs in preset["lane_requests"].items()}

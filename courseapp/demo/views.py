@@ -40,6 +40,7 @@ def _run_page(request, run: DemoRun):
         "run": run,
         "place": selectors.queue_place(run),
         "spec": run.spec,
+        "section_url": presets.section_path(run.spec["section"]) if run.spec.get("section") else "",
         "can_control": selectors.can_control(run, viewer),
         "can_submit": selectors.can_submit(run, viewer),
         # Told to the owner only: "your previous run … was stopped".
@@ -89,7 +90,8 @@ def demo_index(request):
     preset = presets.PRESETS[name]
     context = {
         "run": None, "preset": name, "paused": request.GET.get("paused") == "1",
-        "spec": {"title": preset["title"], "summary": preset["summary"], "section": preset["section"], "open": False},
+        "spec": {"title": _(preset["title"]), "summary": preset["summary"], "section": preset["section"], "open": False},
+        "section_url": presets.section_path(preset["section"]),
         "can_control": True,  # whoever starts it owns it
         "can_submit": False,
     }

@@ -26,12 +26,13 @@
   if (!root) return;
 
   const T = EN ? {
-    connecting: "Connecting…", live: "Live", paused: "Paused", finished: "Finished", failed: "Failed",
+    connecting: "Connecting…", live: "Running", paused: "Paused", finished: "Finished", failed: "Failed",
     reconnecting: "Connection lost; reconnecting…", replaying: "Replaying the recorded run",
-    kvUsage: "KV usage", blocks: "blocks", tokens: "tokens", wasted: "Wasted slots", hitRate: "Prefix hit rate",
-    preemptions: "Preemptions", tokS: "tokens/s", steps: "Steps", waiting: "Waiting", running: "Running", swapped: "Swapped",
+    kvUsage: "KV usage", kvPeak: "Peak KV usage", blocks: "blocks", tokens: "tokens", wasted: "Wasted slots", hitRate: "Prefix hit rate",
+    preemptions: "Preemptions", tokS: "Run throughput (tok/s)", reqTokS: "One request (tok/s)", steps: "Steps",
+    waiting: "Waiting", running: "Running", swapped: "Swapped",
     pool: "Physical block pool", tables: "Block tables (logical → physical)", timeline: "Batch timeline (steps × requests)",
-    outputs: "Outputs", log: "Engine log", free: "free", cached: "cached (free, kept for prefix hits)",
+    outputs: "Outputs", logTitle: "Engine log (in words)", free: "free", cached: "cached (free, kept for prefix hits)",
     peak: "Most running at once", generated: "Tokens generated",
     step: "Step", pause: "Pause", resume: "Resume", block: "block", ref: "refs", filled: "filled", owner: "owner",
     none: "none", summary: (s, l) => `Step ${s.steps}: ${l.queues.running.length} running, ${l.queues.waiting.length} waiting, KV ${s.kv_usage}%`,
@@ -44,13 +45,63 @@
       worker_shutdown: "Stopped: its engine worker shut down",
       paused_idle: "Ended: it stayed paused with nothing happening", idle: "Ended: no prompt came for a long time",
       lifetime: "Ended: it ran as long as a run may" },
+    legendTitle: "How to read the block pool",
+    legend: [["lg-color", "A", "colour and letter = the request that owns the block"], ["lg-fill", "", "fill = how many of the block's token slots are used"],
+      ["lg-cached", "♻", "♻ = cached: no owner now, kept for a later prefix hit"], ["lg-ref", "2", "corner number = reference count (requests using the block)"],
+      ["lg-shared", "", "thick outline = shared by more than one request"], ["lg-free", "", "dashed = free"]],
+    poolKeys: "Arrow keys move between blocks; each block reads out what hovering shows.",
+    guideTitle: "What the cards mean",
+    guide: { "kv-usage": "share of the KV block pool in use now; after the run, the highest it reached",
+      "wasted-slots": "token slots reserved in blocks but not (yet) holding a token", "hit-rate": "share of prompt tokens found in the prefix cache instead of computed",
+      preemptions: "times a running request was pushed out because blocks ran out", "tok-s": "every generated token ÷ the engine's time for the whole run",
+      "req-tok-s": "one request's tokens ÷ its time from arrival to last token (average over requests)", steps: "engine steps so far: one forward pass each",
+      "peak-running": "the most requests in one batch", tokens: "answer tokens generated, all requests together" },
+    codes: { P: "prompt chunk", D: "decode", F: "finished", W: "waiting", R: "running, no tokens this step", X: "preempted", S: "swapped out",
+      I: "idle slot: finished, but its seat stays empty until the batch ends", " ": "" },
+    mark: "a prefix hit: cached blocks reused", firstBlock: "first block", cut: "cut at max_tokens", reqSpeed: "tok/s",
+    endTitle: "What this scene showed",
+    laneLine: (l) => `${l.label}: ${l.steps} steps · at most ${l.peak_running} at once · ${l.tokens} tokens in ${l.engine_s} s of engine time = ${l.tok_s} tok/s for the run · one request ${l.req_tok_s} tok/s · peak KV ${l.kv_peak}% · ${l.preemptions} preemptions`,
+    log: {
+      preempt: (e) => `Step ${e.step}: ${e.req} preempted. The pool ran out of blocks, so ${e.req} gave back its ${e.blocks} blocks and went to the front of the waiting queue` +
+        (e.mode === "swap" ? " (swap: its KV was copied to CPU memory)." : " (recompute: its KV is dropped and computed again when it returns)."),
+      recompute: (e) => `Step ${e.step}: ${e.req} back in. Its prompt and the tokens it had made (${e.tokens}) are computed again` + (e.cached ? `; ${e.cached} of them came from blocks still in the prefix cache.` : "."),
+      swap_in: (e) => `Step ${e.step}: ${e.req} swapped back in from CPU memory.`,
+      hit: (e) => `Step ${e.step}: ${e.req} found ${e.tokens} prompt tokens (${e.blocks} blocks) in the prefix cache${e.sharers.length ? ` (shared with ${e.sharers.join(", ")})` : ""} and skipped computing them.`,
+    },
+    points: {
+      reservation: (L) => L.reserve && L.paged ? [
+        `Reserving the maximum length (1,024 tokens = 64 blocks each) fit ${L.reserve.peak_running} requests at once; blocks on demand ran ${L.paged.peak_running} at once in the same pool.`,
+        `All six finished in ${L.paged.steps} steps instead of ${L.reserve.steps}: ${L.paged.tok_s} vs ${L.reserve.tok_s} tokens/s over the whole run.`,
+        L.paged.tok_s < L.reserve.tok_s ? "Here the paged lane made fewer tokens per second: on this server's CPU a step with six requests takes longer than one with three; on a GPU that cost barely grows." : "",
+        L.paged.preemptions ? `The paged lane preempted ${L.paged.preemptions} times: its answers grew past the free blocks.` : "No request was preempted: every answer fit in the blocks it was given."] : [],
+      "static-vs-continuous": (L) => L.static && L.continuous ? [
+        `The same 7 requests, 4 at a time: static batching took ${L.static.steps} steps, continuous batching ${L.continuous.steps}.`,
+        `In static batching, finished requests left ${L.static.idle_slots} idle slots (·) waiting for their batch to end; continuous batching gave each freed seat to the next request at once (0 idle slots).`,
+        L.static.tok_s >= L.continuous.tok_s ? "Tokens per second are close here: on this server's CPU a step's time grows with the requests in it. Count steps: that is what a GPU pays for." : ""] : [],
+      concurrency: (L) => L.one && L.eight ? [
+        `One request alone: ${L.one.req_tok_s} tokens/s. Each of the eight together: ${L.eight.req_tok_s} tokens/s — no faster.`,
+        `The server as a whole made ${L.one.tok_s} → ${L.eight.tok_s} tokens/s (×${(L.eight.tok_s / Math.max(L.one.tok_s, 0.1)).toFixed(1)}): ${L.eight.tokens} tokens in ${L.eight.steps} steps instead of ${L.one.tokens} in ${L.one.steps}. Throughput rose, not the speed of one request.`] : [],
+      "prefix-caching": (L) => {
+        if (!L.cache) return [];
+        const r = Object.fromEntries(L.cache.requests.map((q) => [q.label, q]));
+        return [
+          r.B ? `With caching on, B reused ${r.B.cached_tokens} of its ${r.B.prompt_tokens} prompt tokens from A's blocks (★ on the timeline); they were not computed again.` : "",
+          r.C && r.D ? `C and D start with the time (“${r.C.first_block.trim().slice(0, 40)}…”): their first block already differs, so every later block's hash differs too — ${r.C.cached_tokens + r.D.cached_tokens} tokens reused.` : "",
+          L.nocache ? `Prompt tokens computed: ${L.cache.prompt_computed} with caching, ${L.nocache.prompt_computed} without.` : ""];
+      },
+      preemption: (L) => L.small ? [
+        `Six long answers in a 56-block pool: blocks ran out ${L.small.preemptions} times, and each time the newest running request was preempted (✕).`,
+        "A preempted request gives back all its blocks, waits at the front of the queue and, once there is room, has its prompt and its tokens so far computed again (recompute). Blocks still in the prefix cache are reused.",
+        "vLLM V1 writes nothing to its log when it preempts: watch the metric vllm:num_preemptions_total (and waiting requests rising) instead."] : [],
+    },
   } : {
     connecting: "연결 중…", live: "실행 중", paused: "일시 정지", finished: "끝남", failed: "실패",
     reconnecting: "연결이 끊겼습니다. 다시 연결하는 중…", replaying: "기록된 실행을 다시 보는 중",
-    kvUsage: "KV 사용률", blocks: "블록", tokens: "토큰", wasted: "빈 자리(낭비)", hitRate: "프리픽스 적중률",
-    preemptions: "선점", tokS: "토큰/초", steps: "스텝", waiting: "대기", running: "실행 중", swapped: "스왑됨",
+    kvUsage: "KV 사용률", kvPeak: "최대 KV 사용률", blocks: "블록", tokens: "토큰", wasted: "빈 자리(낭비)", hitRate: "프리픽스 적중률",
+    preemptions: "선점", tokS: "실행 처리량(토큰/초)", reqTokS: "요청 하나(토큰/초)", steps: "스텝",
+    waiting: "대기", running: "실행 중", swapped: "스왑됨",
     pool: "물리 블록 풀", tables: "블록 테이블 (논리 → 물리)", timeline: "배치 타임라인 (스텝 × 요청)",
-    outputs: "출력", log: "엔진 로그", free: "빈 블록", cached: "캐시됨 (주인 없음, 프리픽스용으로 보관)",
+    outputs: "출력", logTitle: "엔진 로그 (말로 풀어 씀)", free: "빈 블록", cached: "캐시됨 (주인 없음, 프리픽스용으로 보관)",
     peak: "최대 동시 실행", generated: "생성한 토큰",
     step: "스텝", pause: "일시 정지", resume: "다시 시작", block: "블록", ref: "참조", filled: "채움", owner: "주인",
     none: "없음", summary: (s, l) => `스텝 ${s.steps}: 실행 ${l.queues.running.length}, 대기 ${l.queues.waiting.length}, KV ${s.kv_usage}%`,
@@ -63,11 +114,58 @@
       worker_shutdown: "멈춤: 엔진 워커가 종료되었습니다",
       paused_idle: "끝남: 일시 정지된 채 아무 일도 없었습니다", idle: "끝남: 오랫동안 프롬프트가 오지 않았습니다",
       lifetime: "끝남: 실행 시간 한도에 닿았습니다" },
+    legendTitle: "블록 풀 읽는 법",
+    legend: [["lg-color", "A", "색과 글자 = 그 블록을 가진 요청"], ["lg-fill", "", "채워진 높이 = 블록의 토큰 칸 중 쓴 만큼"],
+      ["lg-cached", "♻", "♻ = 캐시됨: 지금 주인은 없지만 나중의 프리픽스 적중을 위해 보관"], ["lg-ref", "2", "모서리 숫자 = 참조 수(그 블록을 쓰는 요청 수)"],
+      ["lg-shared", "", "굵은 테두리 = 두 요청 이상이 공유"], ["lg-free", "", "점선 = 빈 블록"]],
+    poolKeys: "화살표 키로 블록 사이를 옮겨 다닙니다. 블록마다 마우스를 올렸을 때와 같은 내용을 읽어 줍니다.",
+    guideTitle: "카드 읽는 법",
+    guide: { "kv-usage": "지금 쓰고 있는 KV 블록 풀의 비율. 실행이 끝나면 가장 높았던 값",
+      "wasted-slots": "블록에 잡혀 있지만 아직 토큰이 없는 칸 수", "hit-rate": "프롬프트 토큰 중 계산하지 않고 프리픽스 캐시에서 찾은 비율",
+      preemptions: "블록이 모자라 실행 중인 요청을 밀어낸 횟수", "tok-s": "생성한 토큰 전부 ÷ 실행 전체의 엔진 시간",
+      "req-tok-s": "요청 하나의 토큰 ÷ 그 요청이 들어와서 마지막 토큰까지 걸린 시간(요청들의 평균)", steps: "지금까지의 엔진 스텝 수(스텝마다 순전파 한 번)",
+      "peak-running": "한 배치에 가장 많이 함께 든 요청 수", tokens: "모든 요청이 만든 답 토큰의 합" },
+    codes: { P: "프롬프트 조각", D: "디코드", F: "끝", W: "대기", R: "실행 중(이번 스텝 토큰 없음)", X: "선점됨", S: "스왑됨",
+      I: "빈 자리: 끝났는데 배치가 끝날 때까지 자리가 비어 있음", " ": "" },
+    mark: "프리픽스 적중: 캐시된 블록 재사용", firstBlock: "첫 블록", cut: "max_tokens에서 잘림", reqSpeed: "토큰/초",
+    endTitle: "이 장면이 보여 준 것",
+    laneLine: (l) => `${l.label}: ${l.steps} 스텝 · 동시 최대 ${l.peak_running}건 · 엔진 시간 ${l.engine_s}초 동안 ${l.tokens} 토큰 = 실행 처리량 ${l.tok_s} 토큰/초 · 요청 하나 ${l.req_tok_s} 토큰/초 · 최대 KV ${l.kv_peak}% · 선점 ${l.preemptions}번`,
+    log: {
+      preempt: (e) => `스텝 ${e.step}: ${e.req} 선점. 풀에 블록이 모자라 ${e.req}의 블록 ${e.blocks}개를 돌려받고 ${e.req}를 대기 줄 맨 앞으로 보냄` +
+        (e.mode === "swap" ? " (스왑: KV를 CPU 메모리로 복사해 둠)." : " (재계산: KV는 버리고, 다시 들어올 때 처음부터 계산)."),
+      recompute: (e) => `스텝 ${e.step}: ${e.req} 다시 들어옴. 프롬프트와 이미 만든 토큰(${e.tokens}개)을 다시 계산` + (e.cached ? ` — 그중 ${e.cached}개는 프리픽스 캐시에 남은 블록에서 재사용.` : "."),
+      swap_in: (e) => `스텝 ${e.step}: ${e.req} 스왑 인 — CPU 메모리의 KV를 풀로 되돌림.`,
+      hit: (e) => `스텝 ${e.step}: ${e.req}가 프롬프트 토큰 ${e.tokens}개(블록 ${e.blocks}개)를 프리픽스 캐시에서 찾아${e.sharers.length ? ` ${e.sharers.join(", ")}와 공유하고` : ""} 계산을 건너뜀.`,
+    },
+    points: {
+      reservation: (L) => L.reserve && L.paged ? [
+        `최대 길이(1,024토큰 = 블록 64개)를 미리 잡으니 동시에 ${L.reserve.peak_running}건만 들어갔고, 쓴 만큼만 블록을 주니 같은 풀에서 ${L.paged.peak_running}건이 한꺼번에 돌았습니다.`,
+        `6건을 모두 끝내는 데 ${L.reserve.steps} 스텝 대신 ${L.paged.steps} 스텝, 실행 전체 처리량은 ${L.reserve.tok_s} 대 ${L.paged.tok_s} 토큰/초였습니다.`,
+        L.paged.tok_s < L.reserve.tok_s ? "이번에는 블록 단위 쪽의 초당 토큰이 더 적었습니다: 이 서버의 CPU에서는 6건이 든 스텝이 3건이 든 스텝보다 오래 걸리기 때문입니다. GPU에서는 그 비용이 거의 늘지 않습니다." : "",
+        L.paged.preemptions ? `블록 단위 쪽에서 선점이 ${L.paged.preemptions}번 있었습니다: 답이 자라며 빈 블록이 모자랐습니다.` : "선점은 없었습니다: 모든 답이 받은 블록 안에 들어갔습니다."] : [],
+      "static-vs-continuous": (L) => L.static && L.continuous ? [
+        `같은 요청 7건을 4건씩: 정적 배칭은 ${L.static.steps} 스텝, 연속 배칭은 ${L.continuous.steps} 스텝이 걸렸습니다.`,
+        `정적 배칭에서는 먼저 끝난 요청의 자리가 배치가 끝날 때까지 ${L.static.idle_slots}칸 비어 있었습니다(·). 연속 배칭은 빈자리를 다음 스텝에 바로 다음 요청에 주었습니다(빈 자리 0칸).`,
+        L.static.tok_s >= L.continuous.tok_s ? "초당 토큰은 여기서 비슷합니다: 이 서버의 CPU에서는 스텝에 든 요청이 많을수록 스텝이 길어집니다. GPU가 값을 치르는 단위인 스텝 수를 비교하세요." : ""] : [],
+      concurrency: (L) => L.one && L.eight ? [
+        `요청 1건만 있을 때 그 요청은 초당 ${L.one.req_tok_s} 토큰, 8건이 함께일 때 요청 하나는 초당 ${L.eight.req_tok_s} 토큰 — 한 건이 더 빨라지지는 않았습니다.`,
+        `서버 전체로는 초당 ${L.one.tok_s} → ${L.eight.tok_s} 토큰(×${(L.eight.tok_s / Math.max(L.one.tok_s, 0.1)).toFixed(1)}): ${L.one.steps} 스텝에 ${L.one.tokens} 토큰 대신 ${L.eight.steps} 스텝에 ${L.eight.tokens} 토큰. 늘어난 것은 처리량이지 한 건의 속도가 아닙니다.`] : [],
+      "prefix-caching": (L) => {
+        if (!L.cache) return [];
+        const r = Object.fromEntries(L.cache.requests.map((q) => [q.label, q]));
+        return [
+          r.B ? `캐싱을 켠 엔진에서 B는 프롬프트 ${r.B.prompt_tokens} 토큰 중 ${r.B.cached_tokens} 토큰을 A의 블록에서 재사용했습니다(타임라인의 ★). 그만큼은 다시 계산하지 않았습니다.` : "",
+          r.C && r.D ? `C와 D는 맨 앞에 시각이 있습니다(“${r.C.first_block.trim().slice(0, 40)}…”). 첫 블록부터 내용이 달라 뒤의 모든 블록 해시도 달라지므로, 재사용한 토큰은 ${r.C.cached_tokens + r.D.cached_tokens}개입니다.` : "",
+          L.nocache ? `계산한 프롬프트 토큰: 캐싱 켬 ${L.cache.prompt_computed}개, 끔 ${L.nocache.prompt_computed}개.` : ""];
+      },
+      preemption: (L) => L.small ? [
+        `블록 56개짜리 풀에 긴 답 6건: 블록이 ${L.small.preemptions}번 모자랐고, 그때마다 가장 늦게 들어온 실행 중 요청이 선점되었습니다(✕).`,
+        "선점된 요청은 블록을 모두 내놓고 대기 줄 맨 앞에서 기다리다가, 자리가 나면 프롬프트와 그때까지 만든 토큰을 처음부터 다시 계산합니다(재계산). 프리픽스 캐시에 남은 블록은 다시 씁니다.",
+        "vLLM V1은 선점할 때 로그를 남기지 않습니다: 지표 vllm:num_preemptions_total(과 늘어나는 대기 요청 수)을 보세요."] : [],
+    },
   };
-  const CODES = { P: EN ? "prompt chunk" : "프롬프트 조각", D: EN ? "decode" : "디코드", F: EN ? "finished" : "끝",
-    W: EN ? "waiting" : "대기", R: EN ? "running, no tokens this step" : "실행 중(이번 스텝 토큰 없음)",
-    X: EN ? "preempted" : "선점됨", S: EN ? "swapped out" : "스왑됨", " ": "" };
-  const SHOW = { P: "▤", D: "■", F: "✓", W: "·", R: "○", X: "✕", S: "⇣", " ": "" };
+  const CODES = T.codes;
+  const SHOW = { P: "▤", D: "■", F: "✓", W: "…", R: "○", X: "✕", S: "⇣", I: "·", " ": "" };
   const PALETTE = 10;
   const reducedMotion = window.matchMedia("(prefers-reduced-motion: reduce)").matches;
 
@@ -75,9 +173,13 @@
   const statusEl = $("[data-status]"), liveEl = $("[data-live]"), messageEl = $("[data-message]"), lanesEl = $("[data-lanes]");
   const canControl = root.dataset.canControl === "true";
   let pending = null, current = null, lastSeq = -1, tableView = false, lastLive = 0, socket = null, retry = 0;
-  let replay = null;
+  let replay = null, endSummary = null;
 
   const esc = (s) => String(s).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
+  const setText = (el, v) => { v = String(v); if (el.textContent !== v) el.textContent = v; };
+  const setAttr = (el, name, v) => { v = String(v); if (el.getAttribute(name) !== v) el.setAttribute(name, v); };
+  const setHTML = (el, html) => { if (el._html !== html) { el._html = html; el.innerHTML = html; } };
+  const make = (html) => { const t = document.createElement("template"); t.innerHTML = html.trim(); return t.content.firstElementChild; };
   function labels(lane) {
     const map = {};
     lane.requests.forEach((r, i) => { map[r.id] = { label: r.label, color: i % PALETTE, owner: r.owner }; });
@@ -85,31 +187,103 @@
   }
 
   // --- drawing --------------------------------------------------------------------------------
-  function statCards(lane) {
+  // Each lane's elements are built once; a frame changes only what differs (text, attributes,
+  // new timeline cells), so a focused block, scroll positions and open details survive frames.
+  const CARDS = [["kv-usage", T.kvUsage], ["wasted-slots", T.wasted], ["hit-rate", T.hitRate], ["preemptions", T.preemptions],
+    ["tok-s", T.tokS], ["req-tok-s", T.reqTokS], ["steps", T.steps], ["peak-running", T.peak], ["tokens", T.generated]];
+  const views = new Map(); // lane name → its elements and what they show
+
+  // Shown once above the lanes: how to read the pool and the cards.
+  const guide = make(`<div class="demo-guide">
+    <div class="pool-legend"><h2>${T.legendTitle}</h2><ul>${T.legend.map(([cls, sym, text]) =>
+      `<li><span class="lg-key ${cls}" aria-hidden="true">${sym}</span>${text}</li>`).join("")}</ul></div>
+    <details class="stat-guide"><summary>${T.guideTitle}</summary><dl>${CARDS.map(([m, label]) =>
+      `<div><dt>${label}</dt><dd>${T.guide[m]}</dd></div>`).join("")}</dl></details></div>`);
+  const endEl = make(`<section class="scene-summary" data-scene-summary hidden aria-labelledby="scene-summary-h"><h2 id="scene-summary-h" tabindex="-1">${T.endTitle}</h2><div data-points></div><ul data-lines></ul></section>`);
+  lanesEl.before(endEl, guide);
+
+  function laneView(lane) {
+    let v = views.get(lane.name);
+    if (v && v.numBlocks === lane.num_blocks) return v;
+    const id = `lane-${lane.name.replace(/[^\w-]/g, "")}`;
+    const el = make(`<section class="lane" data-lane="${esc(lane.name)}" aria-labelledby="${id}-h">
+      <h2 id="${id}-h">${esc(lane.label)}</h2>
+      <div class="stat-cards">${CARDS.map(([m, label]) => `<div class="stat" data-metric="${m}" data-value="0" title="${esc(T.guide[m])}"><span class="stat-label">${label}</span><span class="stat-value">0</span><small></small></div>`).join("")}</div>
+      <div class="queues">${["waiting", "running", "swapped"].map((q) => `<div data-queue="${q}"><span class="q-label">${T[q]}</span><span class="q-chips"></span></div>`).join("")}</div>
+      <h3 id="${id}-pool">${T.pool} <small>(${lane.num_blocks} × ${lane.block_size} ${T.tokens})</small></h3>
+      <p class="muted pool-keys" id="${id}-keys">${T.poolKeys}</p>
+      <div class="pool" role="group" aria-labelledby="${id}-pool" aria-describedby="${id}-keys" style="--cols:${Math.min(32, Math.ceil(Math.sqrt(lane.num_blocks * 2)))}"></div>
+      <p class="block-detail muted" aria-hidden="true"></p>
+      <div class="pool-table-wrap" hidden><table class="pool-table"><caption>${T.pool}</caption><thead><tr><th scope="col">${T.block}</th><th scope="col">${T.owner}</th><th scope="col">${T.ref}</th><th scope="col">${T.filled}</th><th scope="col">${T.tokens}</th></tr></thead><tbody></tbody></table></div>
+      <h3 id="${id}-maps">${T.tables}</h3><ul class="block-tables" tabindex="0" aria-labelledby="${id}-h ${id}-maps"></ul>
+      <h3 id="${id}-tl">${T.timeline}</h3>
+      <div class="tl-scroll" role="region" tabindex="0" aria-labelledby="${id}-h ${id}-tl"><table class="timeline"><thead><tr><th scope="col">${T.step} →</th></tr></thead><tbody></tbody></table></div>
+      <p class="legend">${Object.entries(SHOW).filter(([c]) => c !== " ").map(([c, s]) => `<span class="tl-${c}">${s}</span> ${CODES[c]}`).join(" · ")} · <span class="tl-mark">★</span> ${T.mark}</p>
+      <h3>${T.outputs}</h3><ol class="outputs"></ol>
+      <div class="log-wrap" hidden><h3 id="${id}-log">${T.logTitle}</h3><div class="log" role="log" tabindex="0" aria-labelledby="${id}-h ${id}-log" data-log><ol></ol></div></div>
+    </section>`);
+    const poolEl = el.querySelector(".pool");
+    const blocks = [];
+    for (let i = 0; i < lane.num_blocks; i++) {
+      // role=img, not a button: a block is something to read, and the pool's one tab stop with
+      // arrow keys inside keeps 200 blocks out of the Tab order.
+      const b = document.createElement("div");
+      b.setAttribute("role", "img");
+      b.className = "block free";
+      b.tabIndex = i === 0 ? 0 : -1;
+      b.dataset.blockId = String(i);
+      b.innerHTML = `<span class="fill"></span><span class="b-label"></span><span class="badge-ref"></span>`;
+      blocks.push(b);
+      poolEl.appendChild(b);
+    }
+    v = { el, numBlocks: lane.num_blocks, blocks, sig: [], rows: new Map(), width: 0, offset: null, tlAtEnd: true, logAtEnd: true, marks: "",
+      cards: Object.fromEntries(CARDS.map(([m]) => [m, el.querySelector(`[data-metric="${m}"]`)])),
+      chips: Object.fromEntries(["waiting", "running", "swapped"].map((q) => [q, el.querySelector(`[data-queue=${q}] .q-chips`)])),
+      pool: poolEl, detail: el.querySelector(".block-detail"), tableWrap: el.querySelector(".pool-table-wrap"), tbody: el.querySelector(".pool-table tbody"),
+      maps: el.querySelector(".block-tables"), scroll: el.querySelector(".tl-scroll"), head: el.querySelector(".timeline thead tr"),
+      body: el.querySelector(".timeline tbody"), outputs: el.querySelector(".outputs"), outs: new Map(),
+      logWrap: el.querySelector(".log-wrap"), log: el.querySelector("[data-log]"), logList: el.querySelector("[data-log] ol") };
+    const old = views.get(lane.name);
+    if (old) old.el.replaceWith(el); else lanesEl.appendChild(el);
+    views.set(lane.name, v);
+    return v;
+  }
+
+  function drawCards(v, lane, ended) {
     const s = lane.stats || {};
-    const card = (metric, label, value, sub) =>
-      `<div class="stat" data-metric="${metric}" data-value="${esc(value)}"><span class="stat-label">${label}</span><span class="stat-value">${esc(value)}</span>${sub ? `<small>${sub}</small>` : ""}</div>`;
-    return `<div class="stat-cards">${[
-      card("kv-usage", T.kvUsage, `${s.kv_usage ?? 0}%`, `${s.kv_blocks_used ?? 0}/${lane.num_blocks} ${T.blocks} · ${s.kv_tokens_used ?? 0} ${T.tokens}`),
-      card("wasted-slots", T.wasted, s.wasted_slots ?? 0, T.tokens),
-      card("hit-rate", T.hitRate, `${s.hit_rate ?? 0}%`),
-      card("preemptions", T.preemptions, s.preemptions ?? 0),
-      card("tok-s", T.tokS, s.tok_s ?? 0),
-      card("steps", T.steps, s.steps ?? lane.step),
-      card("peak-running", T.peak, s.peak_running ?? 0),
-      card("tokens", T.generated, s.tokens ?? 0),
-    ].join("")}</div>`;
+    const set = (m, value, sub) => {
+      const card = v.cards[m];
+      setAttr(card, "data-value", value);
+      setText(card.children[1], value);
+      setText(card.children[2], sub || "");
+    };
+    // The end screen keeps the run's figures: KV at its peak, not the empty pool after the last request.
+    const kvLabel = v.cards["kv-usage"].children[0];
+    if (ended && s.kv_peak !== undefined) {
+      setText(kvLabel, T.kvPeak);
+      set("kv-usage", `${s.kv_peak}%`, `${s.kv_peak_blocks}/${lane.num_blocks} ${T.blocks}`);
+    } else {
+      setText(kvLabel, T.kvUsage);
+      set("kv-usage", `${s.kv_usage ?? 0}%`, `${s.kv_blocks_used ?? 0}/${lane.num_blocks} ${T.blocks} · ${s.kv_tokens_used ?? 0} ${T.tokens}`);
+    }
+    set("wasted-slots", s.wasted_slots ?? 0, T.tokens);
+    set("hit-rate", `${s.hit_rate ?? 0}%`);
+    set("preemptions", s.preemptions ?? 0);
+    set("tok-s", s.tok_s ?? 0, s.engine_s !== undefined ? `${s.tokens ?? 0} ${T.tokens} / ${s.engine_s} s` : "");
+    set("req-tok-s", s.req_tok_s ?? 0);
+    set("steps", s.steps ?? lane.step);
+    set("peak-running", s.peak_running ?? 0);
+    set("tokens", s.tokens ?? 0);
   }
 
-  function queues(lane, who) {
-    const chips = (ids) => ids.length ? ids.map((id) => `<span class="chip c${who[id]?.color ?? 0}" data-request="${esc(id)}">${esc(who[id]?.label ?? id)}</span>`).join("") : `<span class="muted">${T.none}</span>`;
-    return `<div class="queues">
-      <div data-queue="waiting"><span class="q-label">${T.waiting}</span>${chips(lane.queues.waiting)}</div>
-      <div data-queue="running"><span class="q-label">${T.running}</span>${chips(lane.queues.running)}</div>
-      <div data-queue="swapped"><span class="q-label">${T.swapped}</span>${chips(lane.queues.swapped)}</div></div>`;
+  function drawQueues(v, lane, who) {
+    for (const q of ["waiting", "running", "swapped"]) {
+      const ids = lane.queues[q] || [];
+      setHTML(v.chips[q], ids.length ? ids.map((id) => `<span class="chip c${who[id]?.color ?? 0}" data-request="${esc(id)}">${esc(who[id]?.label ?? id)}</span>`).join("") : `<span class="muted">${T.none}</span>`);
+    }
   }
 
-  function pool(lane, who) {
+  function drawPool(v, lane, who) {
     const byId = new Map(lane.blocks.map((b) => [b[0], b]));
     const where = {}; // block id → ["A[2]", …] (request label [logical index])
     const text = {}; // block id → the tokens it holds, as text
@@ -118,79 +292,211 @@
       const t = (lane.block_text || {})[rid];
       if (t && t[i] !== undefined && text[b] === undefined) text[b] = t[i];
     });
-    let cells = "";
-    for (let id = 0; id < lane.num_blocks; id++) {
-      const b = byId.get(id);
-      if (!b) { cells += `<div class="block free" data-block-id="${id}" data-owner="" data-refcount="0" title="${id}: ${T.free}"></div>`; continue; }
-      const [, ref, filled, cached, owners] = b;
-      const names = owners.map((o) => who[o]?.label ?? o);
-      const color = owners.length ? `c${who[owners[0]]?.color ?? 0}` : "";
-      const fill = Math.round((100 * filled) / lane.block_size);
-      const tip = `${T.block} ${id} · ${names.join(", ") || T.cached} · ${filled}/${lane.block_size} ${T.filled}` + (ref > 1 ? ` · ${T.ref} ${ref}` : "") + (where[id] ? ` · ${where[id].join(" ")}` : "") + (text[id] ? ` · “${text[id]}”` : "");
-      cells += `<div class="block ${owners.length ? "used" : "cached"} ${color}${ref > 1 ? " shared" : ""}" tabindex="-1" data-block-id="${id}" data-owner="${esc(names.join(" "))}" data-refcount="${ref}" data-cached="${cached}" title="${esc(tip)}" aria-label="${esc(tip)}">` +
-        `<span class="fill" style="height:${fill}%"></span><span class="b-label">${esc(names.join("") || "♻")}</span>${ref > 1 ? `<span class="badge-ref">${ref}</span>` : ""}</div>`;
+    const tips = [];
+    for (let id = 0; id < v.numBlocks; id++) {
+      const b = byId.get(id), el = v.blocks[id];
+      let cls, label = "", fill = 0, ref = 0, tip, owner = "";
+      if (!b) { cls = "block free"; tip = `${T.block} ${id}: ${T.free}`; }
+      else {
+        const [, r, filled, , owners] = b;
+        ref = r;
+        const names = owners.map((o) => who[o]?.label ?? o);
+        owner = names.join(" ");
+        cls = `block ${owners.length ? "used" : "cached"} ${owners.length ? `c${who[owners[0]]?.color ?? 0}` : ""}${ref > 1 ? " shared" : ""}`;
+        fill = Math.round((100 * filled) / lane.block_size);
+        label = names.join("") || "♻";
+        tip = `${T.block} ${id} · ${names.join(", ") || T.cached} · ${filled}/${lane.block_size} ${T.filled}` + (ref > 1 ? ` · ${T.ref} ${ref}` : "") + (where[id] ? ` · ${where[id].join(" ")}` : "") + (text[id] ? ` · “${text[id]}”` : "");
+      }
+      tips.push([id, b, tip, owner]);
+      const sig = `${cls}|${fill}|${label}|${ref}|${tip}`;
+      if (v.sig[id] === sig) continue;
+      v.sig[id] = sig;
+      el.className = cls;
+      el.dataset.owner = owner;
+      el.dataset.refcount = String(ref);
+      el.dataset.cached = b ? String(b[3]) : "0";
+      el.title = tip;
+      el.setAttribute("aria-label", tip);
+      el.children[0].style.height = `${fill}%`;
+      el.children[1].textContent = label;
+      el.children[2].textContent = ref > 1 ? String(ref) : "";
+      if (el === document.activeElement || el === v.hovered) v.detail.textContent = tip;
     }
-    const table = `<table class="pool-table" ${tableView ? "" : "hidden"}><caption>${T.pool}</caption><thead><tr><th scope="col">${T.block}</th><th scope="col">${T.owner}</th><th scope="col">${T.ref}</th><th scope="col">${T.filled}</th><th scope="col">${T.tokens}</th></tr></thead><tbody>` +
-      lane.blocks.map(([id, ref, filled, cached, owners]) => `<tr data-block-id="${id}"><td>${id}</td><td>${esc(owners.map((o) => who[o]?.label ?? o).join(", ") || T.cached)}${where[id] ? ` (${esc(where[id].join(" "))})` : ""}</td><td>${ref}</td><td>${filled}/${lane.block_size}</td><td class="tokens">${esc(text[id] ?? "")}</td></tr>`).join("") + "</tbody></table>";
-    return `<h3>${T.pool} <small>(${lane.num_blocks} × ${lane.block_size} ${T.tokens})</small></h3>
-      <div class="pool" style="--cols:${Math.min(32, Math.ceil(Math.sqrt(lane.num_blocks * 2)))}" ${tableView ? "hidden" : ""} role="img" aria-label="${esc(T.pool)}: ${lane.blocks.length}/${lane.num_blocks}">${cells}</div>${table}`;
+    v.pool.hidden = tableView;
+    v.tableWrap.hidden = !tableView;
+    if (tableView) setHTML(v.tbody, tips.filter(([, b]) => b).map(([id, b, , owner]) =>
+      `<tr data-block-id="${id}"><td>${id}</td><td>${esc(owner.replace(/ /g, ", ") || T.cached)}${where[id] ? ` (${esc(where[id].join(" "))})` : ""}</td><td>${b[1]}</td><td>${b[2]}/${lane.block_size}</td><td class="tokens">${esc(text[id] ?? "")}</td></tr>`).join(""));
   }
 
-  function blockTables(lane, who) {
+  function drawMaps(v, lane, who) {
     const rows = Object.entries(lane.tables).map(([rid, ids]) =>
       `<li data-request="${esc(rid)}"><span class="chip c${who[rid]?.color ?? 0}">${esc(who[rid]?.label ?? rid)}</span> ` +
-      ids.map((b, i) => `<span class="map" tabindex="0" data-logical="${i}" data-physical="${b}" title="${esc(((lane.block_text || {})[rid] || [])[i] || "")}">${i}→${b}</span>`).join(" ") + "</li>").join("");
-    return `<h3>${T.tables}</h3><ul class="block-tables">${rows || `<li class="muted">${T.none}</li>`}</ul>`;
+      ids.map((b, i) => `<span class="map" data-logical="${i}" data-physical="${b}">${i}→${b}</span>`).join(" ") + "</li>").join("");
+    setHTML(v.maps, rows || `<li class="muted">${T.none}</li>`);
   }
 
-  function timeline(lane, who) {
-    const width = Math.max(1, ...Object.values(lane.timeline).map((s) => s.length));
-    const from = Math.max(0, width - 80), offset = lane.step - width;
-    let head = `<tr><th scope="col">${T.step} →</th>`;
-    for (let i = from; i < width; i++) head += `<th scope="col">${offset + i + 1}</th>`;
-    head += "</tr>";
-    const body = lane.requests.map((r) => {
+  const cell = (c, step, rid) => `<td class="tl-${c === " " ? "none" : c}" data-step="${step}" data-request="${esc(rid)}" data-code="${c.trim()}" title="${CODES[c]}">${SHOW[c]}</td>`;
+  function drawTimeline(v, lane, who, ended) {
+    const width = Math.max(0, ...Object.values(lane.timeline).map((s) => s.length));
+    const offset = lane.step - width; // > 0 once the oldest steps were dropped (MAX_TIMELINE)
+    const marks = new Map(lane.log.filter((e) => e.kind === "hit").map((e) => [e.step, e]));
+    const markKey = [...marks.keys()].join(",");
+    const sc = v.scroll, atEnd = v.tlAtEnd;
+    if (offset !== v.offset || markKey !== v.marks) { // the columns shifted (or a marker came): draw the header again
+      v.offset = offset; v.marks = markKey; v.width = 0;
+      v.head.innerHTML = `<th scope="col">${T.step} →</th>`;
+      v.rows.forEach((row) => { row.tr.remove(); });
+      v.rows.clear();
+    }
+    let head = "";
+    for (let i = v.width; i < width; i++) {
+      const step = offset + i + 1, m = marks.get(step);
+      head += m ? `<th scope="col" class="tl-mark" title="${esc(T.log.hit(m))}">★${step}</th>` : `<th scope="col">${step}</th>`;
+    }
+    if (head) v.head.insertAdjacentHTML("beforeend", head);
+    v.width = width;
+    lane.requests.forEach((r) => {
       const codes = (lane.timeline[r.id] || "").padStart(width, " ");
-      let cells = "";
-      for (let i = from; i < width; i++) {
-        const c = codes[i];
-        cells += `<td class="tl-${c === " " ? "none" : c}" data-step="${offset + i + 1}" data-request="${esc(r.id)}" data-code="${c.trim()}" title="${CODES[c]}">${SHOW[c]}</td>`;
+      let row = v.rows.get(r.id);
+      if (!row) {
+        const tr = document.createElement("tr");
+        tr.innerHTML = `<th scope="row"><span class="chip c${who[r.id].color}">${esc(r.label)}</span></th>`;
+        v.body.appendChild(tr);
+        row = { tr, codes: "" };
+        v.rows.set(r.id, row);
       }
-      return `<tr><th scope="row"><span class="chip c${who[r.id].color}">${esc(r.label)}</span></th>${cells}</tr>`;
-    }).join("");
-    const legend = Object.entries(SHOW).filter(([c]) => c !== " ").map(([c, s]) => `<span class="tl-${c}">${s}</span> ${CODES[c]}`).join(" · ");
-    return `<h3>${T.timeline}</h3><div class="tl-scroll" tabindex="0"><table class="timeline"><thead>${head}</thead><tbody>${body}</tbody></table></div><p class="legend">${legend}</p>`;
+      if (!codes.startsWith(row.codes)) { // only a replay going back rewrites a row
+        while (row.tr.children.length > 1) row.tr.lastChild.remove();
+        row.codes = "";
+      }
+      let add = "";
+      for (let i = row.codes.length; i < codes.length; i++) add += cell(codes[i], offset + i + 1, r.id);
+      if (add) row.tr.insertAdjacentHTML("beforeend", add);
+      row.codes = codes;
+    });
+    // Follow the newest step while the run goes on, unless the reader scrolled back; the end
+    // screen starts at step 1 so the whole run reads from its start.
+    if (ended && !v.rewound) { scrolls.push([sc, "scrollLeft", 0]); v.rewound = true; }
+    else if (!ended && atEnd) { scrolls.push([sc, "scrollLeft", 1e9]); v.rewound = false; } // clamped to the end
   }
 
-  function outputs(lane, who) {
-    return `<h3>${T.outputs}</h3><ol class="outputs">` + lane.requests.map((r) =>
-      `<li data-request="${esc(r.id)}" data-status="${r.status}" data-cached-tokens="${r.cached_tokens}" data-output-tokens="${r.output_tokens}"><span class="chip c${who[r.id].color}">${esc(r.label)}</span>` +
-      `${r.owner ? `<span class="owner">${esc(r.owner)}</span>` : ""} <span class="muted">${r.prompt_tokens}+${r.output_tokens} ${T.tokens}${r.cached_tokens ? ` · ♻ ${r.cached_tokens}` : ""}${r.preemptions ? ` · ✕${r.preemptions}` : ""}</span>` +
-      `<div class="prompt">${esc(r.prompt)}</div><div class="answer">${esc(r.text)}</div></li>`).join("") + "</ol>";
+  function drawOutputs(v, lane, who, scene) {
+    lane.requests.forEach((r) => {
+      let o = v.outs.get(r.id);
+      if (!o) {
+        const li = make(`<li data-request="${esc(r.id)}"><span class="chip c${who[r.id].color}">${esc(r.label)}</span>${r.owner ? `<span class="owner">${esc(r.owner)}</span>` : ""} <span class="muted meta"></span><div class="prompt">${esc(r.prompt)}</div><div class="first-block muted" hidden></div><div class="answer"></div><div class="cut" hidden>${T.cut}</div></li>`);
+        v.outputs.appendChild(li);
+        o = { li, meta: li.querySelector(".meta"), first: li.querySelector(".first-block"), answer: li.querySelector(".answer"), cut: li.querySelector(".cut") };
+        v.outs.set(r.id, o);
+      }
+      setAttr(o.li, "data-status", r.status);
+      setAttr(o.li, "data-cached-tokens", r.cached_tokens);
+      setAttr(o.li, "data-output-tokens", r.output_tokens);
+      setText(o.meta, `${r.prompt_tokens}+${r.output_tokens} ${T.tokens}${r.cached_tokens ? ` · ♻ ${r.cached_tokens}` : ""}${r.preemptions ? ` · ✕${r.preemptions}` : ""}${r.output_tokens ? ` · ${r.tok_s} ${T.reqSpeed}` : ""}`);
+      setText(o.answer, r.text);
+      const cut = r.finish_reason === "finished_length";
+      if (o.cut.hidden === cut) o.cut.hidden = !cut;
+      const first = ((lane.block_text || {})[r.id] || [])[0];
+      if (scene === "prefix-caching" && first) { o.first.hidden = false; setText(o.first, `${T.firstBlock}: “${first}”`); }
+    });
+  }
+
+  function drawLog(v, lane) {
+    v.logWrap.hidden = !lane.log.length;
+    const html = lane.log.map((e) => `<li data-kind="${esc(e.kind)}" data-req="${esc(e.req)}">${esc((T.log[e.kind] || ((x) => JSON.stringify(x)))(e))}</li>`).join("");
+    if (html === v.logList._html) return;
+    setHTML(v.logList, html);
+    if (v.logAtEnd) scrolls.push([v.log, "scrollTop", 1e9]);
+  }
+
+  function drawSummary(frame) {
+    if (frame.summary) endSummary = frame;
+    const ended = ENDED.has(frame.status) && !replay;
+    endEl.hidden = !(ended && endSummary);
+    if (endEl.hidden || endEl.dataset.seq === String(endSummary.seq)) return;
+    endEl.dataset.seq = String(endSummary.seq);
+    const L = Object.fromEntries(endSummary.summary.map((l) => [l.name, l]));
+    const point = T.points[endSummary.scene];
+    endEl.querySelector("[data-points]").innerHTML = (point ? point(L) : []).filter(Boolean).map((p) => `<p>${esc(p)}</p>`).join("");
+    endEl.querySelector("[data-lines]").innerHTML = endSummary.summary.map((l) => `<li data-lane="${esc(l.name)}">${esc(T.laneLine(l))}</li>`).join("");
+  }
+
+  // Scroll positions are set at the next animation frame, once this one is laid out: setting
+  // them now would force a layout of the whole page in the middle of drawing.
+  let scrolls = [];
+  function applyScrolls() {
+    const todo = scrolls;
+    scrolls = [];
+    todo.forEach(([el, prop, value]) => { el[prop] = value; });
   }
 
   function draw(frame) {
+    const t0 = performance.now();
     current = frame;
-    const html = frame.lanes.map((lane) => {
-      const who = labels(lane);
-      return `<section class="lane" data-lane="${esc(lane.name)}" aria-label="${esc(lane.label)}"><h2>${esc(lane.label)}</h2>` +
-        statCards(lane) + queues(lane, who) + pool(lane, who) + blockTables(lane, who) + timeline(lane, who) + outputs(lane, who) +
-        (lane.log.length ? `<h3>${T.log}</h3><pre class="log" data-log>${esc(lane.log.join("\n"))}</pre>` : "") + "</section>";
-    }).join("");
-    lanesEl.innerHTML = html;
-    lanesEl.querySelectorAll(".tl-scroll").forEach((el) => { el.scrollLeft = el.scrollWidth; });
+    const ended = ENDED.has(frame.status);
+    // Every layout read first (the last frame's layout is still valid), then only writes: reading
+    // a scroll position between writes would force a layout per lane.
+    views.forEach((v) => {
+      const sc = v.scroll, log = v.log;
+      v.tlAtEnd = sc.scrollLeft + sc.clientWidth >= sc.scrollWidth - 4;
+      v.logAtEnd = log.scrollTop + log.clientHeight >= log.scrollHeight - 4;
+    });
+    for (const lane of frame.lanes) {
+      const v = laneView(lane), who = labels(lane);
+      drawCards(v, lane, ended && !replay);
+      drawQueues(v, lane, who);
+      drawPool(v, lane, who);
+      drawMaps(v, lane, who);
+      drawTimeline(v, lane, who, ended && !replay);
+      drawOutputs(v, lane, who, frame.scene);
+      drawLog(v, lane);
+    }
+    drawSummary(frame);
     statusEl.textContent = replay ? T.replaying : stateText(frame);
     setState(replay ? "replay" : frame.status === "running" && frame.paused ? "paused" : frame.status);
     messageEl.textContent = ENDED.has(frame.status) && frame.status !== "failed" ? "" : frame.message || "";
     const pauseBtn = $("[data-action=pause]");
     if (pauseBtn) { pauseBtn.textContent = frame.paused ? T.resume : T.pause; pauseBtn.setAttribute("aria-pressed", String(!!frame.paused)); }
-    $("[data-action=replay]").disabled = !ENDED.has(frame.status);
+    disableControls(ended || !!replay);
+    $("[data-action=replay]").disabled = !ended || !!replay;
     const now = Date.now();
     if (now - lastLive > 3000 && frame.lanes.length) { // throttled screen-reader summary
       lastLive = now;
       liveEl.textContent = frame.lanes.map((l) => `${l.label}: ${T.summary(l.stats || { steps: l.step, kv_usage: 0 }, l)}`).join(". ");
     }
+    if (scrolls.length) requestAnimationFrame(applyScrolls);
+    performance.measure("demo-draw", { start: t0, end: performance.now() });
   }
+
+  // A finished run takes no more commands: its controls say so instead of doing nothing.
+  function disableControls(off) {
+    root.querySelectorAll("[data-action=pause], [data-action=step], select[data-action=speed], [data-submit] textarea, [data-submit] input, [data-submit] button")
+      .forEach((el) => { if (el.disabled !== off) el.disabled = off; });
+  }
+
+  // Blocks: one tab stop for the pool, arrow keys between blocks; focus or hover shows the details.
+  lanesEl.addEventListener("keydown", (event) => {
+    const b = event.target.closest(".block");
+    if (!b) return;
+    const pool = b.parentElement, all = [...pool.children], i = all.indexOf(b);
+    const cols = Number(getComputedStyle(pool).getPropertyValue("--cols")) || 16;
+    const step = { ArrowRight: 1, ArrowLeft: -1, ArrowDown: cols, ArrowUp: -cols, Home: -i, End: all.length - 1 - i }[event.key];
+    if (step === undefined) return;
+    event.preventDefault();
+    const next = all[Math.max(0, Math.min(all.length - 1, i + step))];
+    b.tabIndex = -1; next.tabIndex = 0; next.focus();
+  });
+  const showDetail = (event) => {
+    const b = event.target.closest && event.target.closest(".block");
+    if (!b) return;
+    const v = views.get(b.closest("[data-lane]").dataset.lane);
+    if (!v) return;
+    if (event.type === "mouseover") v.hovered = b;
+    if (event.type === "focusin") { v.blocks.forEach((x) => { if (x !== b && x.tabIndex === 0) x.tabIndex = -1; }); b.tabIndex = 0; }
+    v.detail.textContent = b.title;
+  };
+  lanesEl.addEventListener("mouseover", showDetail);
+  lanesEl.addEventListener("focusin", showDetail);
 
   const ENDED = new Set(["finished", "failed", "expired", "stopped"]);
   function stateText(run) { // a frame or a status message
@@ -209,7 +515,6 @@
     schedule.last = Date.now();
     requestAnimationFrame(() => { if (pending) { const f = pending; pending = null; draw(f); } });
   }
-
   // --- the socket -----------------------------------------------------------------------------
   function connect() {
     const proto = location.protocol === "https:" ? "wss" : "ws";
@@ -243,6 +548,7 @@
     statusEl.textContent = stateText(run);
     setState(run.status);
     if (current) current = { ...current, status: run.status, reason: run.reason };
+    disableControls(true);
     $("[data-action=replay]").disabled = false;
   }
   const outbox = []; // what the learner sent before the socket was open goes out once it is
@@ -299,10 +605,10 @@
     const tick = () => {
       if (!replay) return;
       if (replay.i > 0) frame = patch(frame, trace.deltas[replay.i - 1]);
-      draw({ ...frame, type: "frame", status: "running", paused: false, speed: 1, message: "" });
+      draw({ ...frame, type: "frame", status: "running", paused: false, speed: 1, message: "", summary: null });
       replay.i += 1;
       if (replay.i <= trace.deltas.length) setTimeout(tick, reducedMotion ? 400 : 80);
-      else { replay = null; draw({ ...frame, ...end, paused: false }); }
+      else { replay = null; draw({ ...frame, ...end, paused: false, summary: null }); }
     };
     tick();
   }

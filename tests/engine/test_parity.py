@@ -82,11 +82,10 @@ def test_preemption_keeps_outputs_identical(tiny_llama, mode, caplog):
                      preemption_mode=mode, enable_prefix_caching=False)
     )
     ps = [(f"p{i}", p) for i, p in enumerate(prompts(4, length_range=(14, 20), seed=4))]
-    with caplog.at_level("WARNING", logger="engine.scheduler"):
+    with caplog.at_level("DEBUG", logger="engine"):
         run_checked(engine, {0: ps})
-    assert engine.scheduler.num_preemptions > 0
-    assert f"PreemptionMode.{mode.upper()}" in caplog.text
-    assert "total_num_cumulative_preemption=" in caplog.text
+    assert engine.scheduler.num_preemptions > 0  # what /metrics reports as num_preemptions_total
+    assert "preempt" not in caplog.text.lower(), "like vLLM V1, a preemption is counted, not logged"
     assert_parity(engine, tiny_llama, ps)
 
 
