@@ -23,7 +23,7 @@ if not os.environ.get("DATABASE_URL"):
 HTTP_WORKERS = int(os.environ.get("HTTP_WORKERS", "0"))
 SESSION_ENGINE = session_engine(HTTP_WORKERS, CACHES)
 LOGGING = {"version": 1, "disable_existing_loggers": False}
-DEMO_STEP_DELAY = 0.005
+DEMO_STEP_DELAY = float(os.environ.get("DEMO_STEP_DELAY", "0.005"))  # a server a test starts may slow it
 # Engine sessions as threads of the test process (tests reach into them); the engine-process
 # host has tests of its own, and DEMO_ENGINE_PROCESS=1 in a server's environment turns it on.
 DEMO_ENGINE_PROCESS = os.environ.get("DEMO_ENGINE_PROCESS", "0") == "1"

@@ -204,6 +204,15 @@
     dragged = null;
   });
 
+  // Matching answers: a closed select shows one line, so on a phone the chosen answer's whole
+  // text is echoed under it (CSS shows the echo on narrow screens only).
+  document.addEventListener("change", function (event) {
+    var select = event.target;
+    if (!select.matches || !select.matches(".matching select")) return;
+    var echo = select.parentElement.querySelector("[data-match-echo]");
+    if (echo) echo.textContent = select.value ? select.options[select.selectedIndex].text : "";
+  });
+
   document.addEventListener("DOMContentLoaded", function () {
     addCopyButtons(document);
     fitSidebar();

@@ -287,3 +287,18 @@ def test_resume_goes_to_the_first_section_not_yet_read(page, site):
     page.get_by_test_id("resume").click()
     expect(page).to_have_url(re.compile(r"/lessons/21/s2/$"))
     expect(page.get_by_test_id("section-progress")).to_have_text(re.compile(r"Section 3 of 10 · 2 read|10.*3.*2"))
+
+
+def test_a_chosen_matching_answer_shows_whole_on_a_phone(browser, site):
+    """A closed select shows one line; on a phone the chosen answer's full text appears under it."""
+    context = browser.new_context(viewport={"width": 390, "height": 844})
+    page = context.new_page()
+    page.goto(f"{site}/lessons/21/s2/")
+    select = page.locator("table.matching select").first
+    longest = max(select.locator("option").all_text_contents()[1:], key=len)
+    select.select_option(label=longest)
+    echo = select.locator("xpath=..").locator("[data-match-echo]")
+    expect(echo).to_be_visible()
+    expect(echo).to_have_text(longest)
+    assert echo.evaluate("e => e.scrollWidth <= e.clientWidth + 1"), "the whole answer fits its line(s)"
+    context.close()
