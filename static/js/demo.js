@@ -45,7 +45,7 @@
       worker_shutdown: "Stopped: its engine worker shut down",
       paused_idle: "Ended: it stayed paused with nothing happening", idle: "Ended: no prompt came for a long time",
       lifetime: "Ended: it ran as long as a run may" },
-    legendTitle: "How to read the block pool",
+    legendTitle: "How to read the block pool", laneTabs: "Which engine to show",
     legend: [["lg-color", "A", "colour and letter = the request that owns the block"], ["lg-fill", "", "fill = how many of the block's token slots are used"],
       ["lg-cached", "♻", "♻ = cached: no owner now, kept for a later prefix hit"], ["lg-ref", "2", "corner number = reference count (requests using the block)"],
       ["lg-shared", "", "thick outline = shared by more than one request"], ["lg-free", "", "dashed = free"]],
@@ -114,7 +114,7 @@
       worker_shutdown: "멈춤: 엔진 워커가 종료되었습니다",
       paused_idle: "끝남: 일시 정지된 채 아무 일도 없었습니다", idle: "끝남: 오랫동안 프롬프트가 오지 않았습니다",
       lifetime: "끝남: 실행 시간 한도에 닿았습니다" },
-    legendTitle: "블록 풀 읽는 법",
+    legendTitle: "블록 풀 읽는 법", laneTabs: "보여 줄 엔진",
     legend: [["lg-color", "A", "색과 글자 = 그 블록을 가진 요청"], ["lg-fill", "", "채워진 높이 = 블록의 토큰 칸 중 쓴 만큼"],
       ["lg-cached", "♻", "♻ = 캐시됨: 지금 주인은 없지만 나중의 프리픽스 적중을 위해 보관"], ["lg-ref", "2", "모서리 숫자 = 참조 수(그 블록을 쓰는 요청 수)"],
       ["lg-shared", "", "굵은 테두리 = 두 요청 이상이 공유"], ["lg-free", "", "점선 = 빈 블록"]],
@@ -202,11 +202,57 @@
   const endEl = make(`<section class="scene-summary" data-scene-summary hidden aria-labelledby="scene-summary-h"><h2 id="scene-summary-h" tabindex="-1">${T.endTitle}</h2><div data-points></div><ul data-lines></ul></section>`);
   lanesEl.before(endEl, guide);
 
+  // A phone has room for one lane: tabs pick which (side by side needs a wider screen).
+  const narrow = window.matchMedia("(max-width: 700px)");
+  let tabsEl = null, shownLane = null;
+  function syncTabs() {
+    const names = [...views.keys()];
+    const tabbed = narrow.matches && names.length > 1;
+    if (!tabbed) {
+      if (tabsEl) tabsEl.hidden = true;
+      views.forEach((v) => { v.el.hidden = false; v.el.removeAttribute("role"); });
+      return;
+    }
+    if (!tabsEl) {
+      tabsEl = make(`<div class="lane-tabs" role="tablist" aria-label="${T.laneTabs}"></div>`);
+      lanesEl.before(tabsEl);
+      tabsEl.addEventListener("click", (event) => {
+        const tab = event.target.closest("[role=tab]");
+        if (tab) { shownLane = tab.dataset.laneTab; syncTabs(); }
+      });
+      tabsEl.addEventListener("keydown", (event) => { // arrow keys move between tabs (WAI-ARIA tabs)
+        const step = { ArrowRight: 1, ArrowLeft: -1 }[event.key];
+        if (!step) return;
+        const all = [...views.keys()], at = all.indexOf(shownLane);
+        shownLane = all[(at + step + all.length) % all.length];
+        syncTabs();
+        tabsEl.querySelector(`[data-lane-tab="${CSS.escape(shownLane)}"]`).focus();
+        event.preventDefault();
+      });
+    }
+    if (!shownLane || !views.has(shownLane)) shownLane = names[0];
+    if (tabsEl.dataset.names !== names.join("\n")) {
+      tabsEl.dataset.names = names.join("\n");
+      tabsEl.replaceChildren(...names.map((name) => {
+        const v = views.get(name);
+        return make(`<button type="button" role="tab" data-lane-tab="${esc(name)}" aria-controls="${v.el.id}">${esc(v.label)}</button>`);
+      }));
+    }
+    tabsEl.hidden = false;
+    tabsEl.querySelectorAll("[role=tab]").forEach((tab) => {
+      const on = tab.dataset.laneTab === shownLane;
+      tab.setAttribute("aria-selected", String(on));
+      tab.tabIndex = on ? 0 : -1;
+    });
+    views.forEach((v, name) => { v.el.setAttribute("role", "tabpanel"); v.el.hidden = name !== shownLane; });
+  }
+  narrow.addEventListener("change", syncTabs);
+
   function laneView(lane) {
     let v = views.get(lane.name);
     if (v && v.numBlocks === lane.num_blocks) return v;
     const id = `lane-${lane.name.replace(/[^\w-]/g, "")}`;
-    const el = make(`<section class="lane" data-lane="${esc(lane.name)}" aria-labelledby="${id}-h">
+    const el = make(`<section class="lane" id="${id}" data-lane="${esc(lane.name)}" aria-labelledby="${id}-h">
       <h2 id="${id}-h">${esc(lane.label)}</h2>
       <div class="stat-cards">${CARDS.map(([m, label]) => `<div class="stat" data-metric="${m}" data-value="0" title="${esc(T.guide[m])}"><span class="stat-label">${label}</span><span class="stat-value">0</span><small></small></div>`).join("")}</div>
       <div class="queues">${["waiting", "running", "swapped"].map((q) => `<div data-queue="${q}"><span class="q-label">${T[q]}</span><span class="q-chips"></span></div>`).join("")}</div>
@@ -236,7 +282,7 @@
       blocks.push(b);
       poolEl.appendChild(b);
     }
-    v = { el, numBlocks: lane.num_blocks, blocks, sig: [], rows: new Map(), width: 0, offset: null, tlAtEnd: true, logAtEnd: true, marks: "",
+    v = { el, label: lane.label, numBlocks: lane.num_blocks, blocks, sig: [], rows: new Map(), width: 0, offset: null, tlAtEnd: true, logAtEnd: true, marks: "",
       cards: Object.fromEntries(CARDS.map(([m]) => [m, el.querySelector(`[data-metric="${m}"]`)])),
       chips: Object.fromEntries(["waiting", "running", "swapped"].map((q) => [q, el.querySelector(`[data-queue=${q}] .q-chips`)])),
       pool: poolEl, detail: el.querySelector(".block-detail"), tableWrap: el.querySelector(".pool-table-wrap"), tbody: el.querySelector(".pool-table tbody"),
@@ -246,6 +292,7 @@
     const old = views.get(lane.name);
     if (old) old.el.replaceWith(el); else lanesEl.appendChild(el);
     views.set(lane.name, v);
+    syncTabs();
     return v;
   }
 

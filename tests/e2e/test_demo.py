@@ -310,3 +310,28 @@ def test_the_english_ui_words_the_scene_and_its_end_in_english(demo_page, asgi_s
     expect(summary.locator("h2")).to_have_text("What this scene showed")
     expect(summary).to_contain_text("vllm:num_preemptions_total")
     expect(page.locator("[data-lane=small] [data-log] li[data-kind=preempt]").first).to_contain_text("preempted")
+
+
+def test_on_a_phone_a_two_lane_scene_shows_one_lane_at_a_time_with_tabs(browser, asgi_site):
+    context = browser.new_context(viewport={"width": 390, "height": 844})
+    page = context.new_page()
+    page.set_default_timeout(60_000)
+    page.goto(f"{asgi_site}/demo/?preset=static-vs-continuous&paused=1")
+    tabs = page.get_by_role("tab")
+    expect(tabs).to_have_count(2)
+    lanes = page.locator("section.lane")
+    expect(lanes.nth(0)).to_be_visible()
+    expect(lanes.nth(1)).to_be_hidden()
+    tabs.nth(0).focus()
+    page.keyboard.press("ArrowRight")  # keyboard moves between tabs
+    expect(tabs.nth(1)).to_have_attribute("aria-selected", "true")
+    expect(lanes.nth(1)).to_be_visible()
+    expect(lanes.nth(0)).to_be_hidden()
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    from axe_playwright_python.sync_playwright import Axe
+    assert Axe().run(page).violations_count == 0
+    page.set_viewport_size({"width": 1280, "height": 900})  # room for both: side by side, no tabs
+    expect(lanes.nth(0)).to_be_visible()
+    expect(lanes.nth(1)).to_be_visible()
+    expect(page.locator(".lane-tabs")).to_be_hidden()
+    context.close()
