@@ -15,6 +15,7 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 
 from courseapp.http_threads import WsgiOnThreads  # noqa: E402
 from courseapp.http_workers import WorkerPool  # noqa: E402
+from courseapp.serving.asgi import ServingApp  # noqa: E402
 from courseapp.demo.routing import websocket_urlpatterns  # noqa: E402
 
 logging.getLogger("courseapp").info(
@@ -27,7 +28,7 @@ if settings.HTTP_WORKERS:
 
 application = ProtocolTypeRouter(
     {
-        "http": WsgiOnThreads(django_wsgi_app, threads=settings.HTTP_THREADS, workers=workers),
+        "http": ServingApp(WsgiOnThreads(django_wsgi_app, threads=settings.HTTP_THREADS, workers=workers)),
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

@@ -352,6 +352,68 @@ class EmbeddedHost:
             thread.join(max(0.0, deadline - time.monotonic()))
 
 
+class ServingRefused(ValueError):
+    """A request the served engine cannot take (too long for the context, bad parameters):
+    the message names the limit; `param` the OpenAI parameter at fault."""
+
+    def __init__(self, message: str, param: str | None = None):
+        super().__init__(message)
+        self.param = param
+
+
+class ServingEngine:
+    """The engine behind the OpenAI-compatible API (courseapp/serving): the served model with a
+    KV pool of its own, stepping in its own thread (engine.engine_loop.EngineLoop); requests come
+    from any thread or event loop and stream their outputs back."""
+
+    def __init__(self, **config):
+        eng = _engine()
+        from engine.engine_loop import EngineLoop
+
+        self.engine = eng.LLMEngine(eng.EngineConfig(**config), loaded=shared_model())
+        self.loop = EngineLoop(self.engine).start()
+
+    @property
+    def max_model_len(self) -> int:
+        return self.engine.max_model_len
+
+    def prepare(self, *, messages: list | None = None, prompt: str = "", max_tokens: int | None = None) -> tuple[list, int]:
+        """(token ids, max_tokens): a chat through the model's template, or a plain prompt; the
+        answer's room is what the context leaves when the caller names none (as vLLM does)."""
+        eng = _engine()
+        try:
+            ids = self.engine.encode_chat(messages) if messages is not None else self.engine.tokenizer.encode(prompt)
+        except eng.RequestError as exc:
+            raise ServingRefused(str(exc)) from None
+        room = self.max_model_len - len(ids)
+        if room <= 0 or (max_tokens is not None and max_tokens > room):
+            asked = max_tokens if max_tokens is not None else 1
+            raise ServingRefused(
+                f"This model's maximum context length is {self.max_model_len} tokens. However, you requested "
+                f"{len(ids) + asked} tokens ({len(ids)} in the {'messages' if messages is not None else 'prompt'}, "
+                f"{asked} in the completion). Please reduce the length of the "
+                f"{'messages' if messages is not None else 'prompt'} or completion.",
+                "messages" if messages is not None else "prompt")
+        return ids, max_tokens if max_tokens is not None else room
+
+    def submit(self, ids: list, sampling: dict, request_id: str, loop=None):
+        """A handle to iterate (or `async for`) for outputs as tokens arrive."""
+        eng = _engine()
+        try:
+            return self.loop.submit(ids, eng.SamplingParams(**sampling), request_id=request_id, loop=loop)
+        except (eng.RequestError, eng.SamplingError) as exc:
+            raise ServingRefused(str(exc)) from None
+
+    def abort(self, request_id: str) -> bool:
+        return self.loop.abort(request_id)
+
+    def snapshot(self):
+        return self.loop.snapshot()
+
+    def stop(self) -> None:
+        self.loop.stop()
+
+
 def _embedded_host():
     """`make run` hosts the engine in a process of its own (engine_process.py); the test settings
     keep it in threads of this process so tests can reach into a session."""

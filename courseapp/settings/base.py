@@ -161,6 +161,16 @@ CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"
 # How stale another process's content edit may look in this one (see lessons/outline.py).
 OUTLINE_RECHECK_SECONDS = float(os.environ.get("OUTLINE_RECHECK_SECONDS", "1"))
 
+# The OpenAI-compatible API (/v1/*) and /metrics (courseapp/serving): the name clients ask for,
+# an optional key like vLLM's --api-key (then `Authorization: Bearer <key>` is required on /v1),
+# the largest request body, and the served engine's settings (engine.EngineConfig).
+SERVED_MODEL_NAME = os.environ.get("SERVED_MODEL_NAME", "munuibot")
+SERVING_API_KEY = os.environ.get("SERVING_API_KEY", "")
+SERVING_MAX_BODY_BYTES = 1024 * 1024
+SERVING_ENGINE = {"num_blocks": int(os.environ.get("SERVING_NUM_BLOCKS", "512")),
+                  "max_num_seqs": int(os.environ.get("SERVING_MAX_NUM_SEQS", "32")),
+                  "max_num_batched_tokens": 512, "enable_prefix_caching": True}
+
 # Scaled mode: with REDIS_URL set, Celery workers on the "engine" queue host the demo's engines
 # and frames travel through channels-redis. Without it, everything runs in this one process.
 REDIS_URL = os.environ.get("REDIS_URL", "")

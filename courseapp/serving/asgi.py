@@ -1,0 +1,176 @@
+"""`/v1/*` (OpenAI-compatible) and `/metrics` (Prometheus), served straight on the ASGI event loop.
+
+Everything else goes on to Django (`fallback`). These paths skip Django because a stream is a
+long-lived response sent piece by piece as the engine steps (server-sent events), and because
+§6's lab and `bench/api.py` measure the server: a request costs one JSON parse and one engine
+submission, no middleware. What they share with the site is the settings: the served model's
+name (`SERVED_MODEL_NAME`, default `munuibot`), an optional API key (`SERVING_API_KEY`, like
+vLLM's `--api-key`) and the body size cap. A client that goes away mid-answer aborts its
+request, and the engine frees its blocks.
+"""
+import asyncio
+import hmac
+import json
+import logging
+import threading
+import time
+import uuid
+
+from django.conf import settings
+
+from courseapp.serving import metrics, protocol
+from courseapp.serving.protocol import ApiError
+
+logger = logging.getLogger("courseapp.serving")
+
+_engine = None
+_engine_lock = threading.Lock()
+
+
+def served_engine():
+    """The engine behind the API, built on first use (it loads the model: seconds)."""
+    global _engine
+    with _engine_lock:
+        if _engine is None:
+            from courseapp.demo.host import ServingEngine
+
+            _engine = ServingEngine(**settings.SERVING_ENGINE)
+        return _engine
+
+
+class ServingApp:
+    def __init__(self, fallback):
+        self.fallback = fallback
+
+    async def __call__(self, scope, receive, send):
+        path = scope["path"]
+        if scope["type"] != "http" or not (path.startswith("/v1/") or path == "/metrics"):
+            return await self.fallback(scope, receive, send)
+        try:
+            if path == "/metrics":
+                await _respond(send, 200, metrics.exposition(_engine), content_type=metrics.CONTENT_TYPE)
+                return
+            _check_key(scope)
+            method = scope["method"]
+            if path == "/v1/models" and method == "GET":
+                engine = await asyncio.to_thread(served_engine)
+                await _json(send, 200, protocol.models_list(settings.SERVED_MODEL_NAME, created=int(time.time()),
+                                                            max_model_len=engine.max_model_len))
+            elif path in ("/v1/completions", "/v1/chat/completions") and method == "POST":
+                body = await _read_body(receive)
+                request = protocol.parse_request(body, chat=path.endswith("chat/completions"),
+                                                 served_model=settings.SERVED_MODEL_NAME)
+                await _generate(request, receive, send)
+            elif path in ("/v1/models", "/v1/completions", "/v1/chat/completions"):
+                raise ApiError(405, f"{method} is not allowed on {path}", code="method_not_allowed")
+            else:
+                raise ApiError(404, f"There is no {path} on this server (it serves /v1/models, /v1/completions, "
+                                    "/v1/chat/completions and /metrics).", type="not_found_error")
+        except ApiError as error:
+            await _json(send, error.status, error.body())
+        except _ClientGone:
+            return
+
+
+class _ClientGone(Exception):
+    pass
+
+
+def _check_key(scope) -> None:
+    key = settings.SERVING_API_KEY
+    if not key:
+        return
+    given = dict(scope["headers"]).get(b"authorization", b"").decode("latin-1")
+    if not hmac.compare_digest(given, f"Bearer {key}"):
+        raise ApiError(401, "Incorrect or missing API key: send `Authorization: Bearer <key>`.",
+                       type="authentication_error", code="invalid_api_key")
+
+
+async def _read_body(receive) -> bytes:
+    chunks, size = [], 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise _ClientGone
+        size += len(message.get("body", b""))
+        if size > settings.SERVING_MAX_BODY_BYTES:
+            raise ApiError(413, f"The request body is over {settings.SERVING_MAX_BODY_BYTES} bytes.", code="body_too_large")
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body"):
+            return b"".join(chunks)
+
+
+async def _respond(send, status: int, body: bytes, content_type: str = "application/json", headers=()) -> None:
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", content_type.encode()), *headers]})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _json(send, status: int, data: dict) -> None:
+    await _respond(send, status, json.dumps(data, ensure_ascii=False).encode())
+
+
+async def _generate(request: protocol.GenerationRequest, receive, send) -> None:
+    from courseapp.demo.host import ServingRefused
+
+    engine = await asyncio.to_thread(served_engine)
+    request_id = f"{'chatcmpl' if request.chat else 'cmpl'}-{uuid.uuid4().hex}"
+    created = int(time.time())
+    try:
+        ids, max_tokens = await asyncio.to_thread(
+            engine.prepare, messages=request.messages if request.chat else None, prompt=request.prompt,
+            max_tokens=request.max_tokens)
+        handle = engine.submit(ids, request.sampling(max_tokens), request_id, loop=asyncio.get_running_loop())
+    except ServingRefused as refused:
+        raise ApiError(400, str(refused), param=refused.param) from None
+
+    gone = asyncio.Event()
+
+    async def watch_disconnect():
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        gone.set()
+        engine.abort(request_id)  # frees its blocks; the stream below ends with "abort"
+
+    watcher = asyncio.create_task(watch_disconnect())
+    try:
+        if request.stream:
+            await _stream(request, handle, send, gone, request_id=request_id, created=created, prompt_tokens=len(ids))
+        else:
+            final = None
+            async for output in handle:
+                final = output
+            if gone.is_set():
+                return
+            used = protocol.usage(len(ids), len(final.token_ids), final.metrics.num_cached_tokens)
+            await _json(send, 200, protocol.response(request, request_id=request_id, created=created, text=final.text,
+                                                     finish_reason=final.finish_reason, token_usage=used))
+            metrics.observe(final)
+    finally:
+        watcher.cancel()
+
+
+async def _stream(request, handle, send, gone: asyncio.Event, *, request_id: str, created: int, prompt_tokens: int) -> None:
+    await send({"type": "http.response.start", "status": 200, "headers": [
+        (b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]})
+    sent, first, final = "", True, None
+
+    async def emit(data) -> None:
+        await send({"type": "http.response.body", "body": protocol.sse(data), "more_body": True})
+
+    async for output in handle:
+        if gone.is_set():
+            return
+        final = output
+        delta = output.text[len(sent):] if output.text.startswith(sent) else ""
+        if delta or first:
+            await emit(protocol.chunk(request, request_id=request_id, created=created, text=delta, first=first))
+            sent, first = sent + delta, False
+    if gone.is_set():
+        return
+    await emit(protocol.chunk(request, request_id=request_id, created=created, finish_reason=final.finish_reason))
+    if request.include_usage:
+        used = protocol.usage(prompt_tokens, len(final.token_ids), final.metrics.num_cached_tokens)
+        await emit(protocol.chunk(request, request_id=request_id, created=created, token_usage=used))
+    await send({"type": "http.response.body", "body": protocol.sse("[DONE]"), "more_body": False})
+    metrics.observe(final)

@@ -1,0 +1,81 @@
+"""`/metrics` in Prometheus' text format, under vLLM V1's names, types and meanings (label
+`model_name`), so a learner's scrape or dashboard made for vLLM reads this server unchanged.
+
+The engine's own counters (tokens, prefix-cache queries and hits, preemptions) and gauges
+(running, waiting, KV usage as a 0–1 ratio) are read from its snapshot at scrape time; the
+per-request histograms and the finished-request counter are observed here as API requests end.
+"""
+from django.conf import settings
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+registry = CollectorRegistry(auto_describe=True)
+_LABEL = ["model_name"]
+_LATENCY = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0)
+
+success = Counter("vllm:request_success", "Count of successfully processed requests.", [*_LABEL, "finished_reason"], registry=registry)
+ttft = Histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", _LABEL,
+                 buckets=_LATENCY, registry=registry)
+itl = Histogram("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", _LABEL,
+                buckets=_LATENCY, registry=registry)
+e2e = Histogram("vllm:e2e_request_latency_seconds", "Histogram of end to end request latency in seconds.", _LABEL,
+                buckets=_LATENCY, registry=registry)
+
+
+def observe(output) -> None:
+    """A finished API request: its latencies and why it ended."""
+    name = settings.SERVED_MODEL_NAME
+    if output.finish_reason in ("stop", "length"):
+        success.labels(name, output.finish_reason).inc()
+    m = output.metrics
+    if m.ttft is not None:
+        ttft.labels(name).observe(m.ttft)
+    if m.mean_itl is not None:
+        for _ in range(max(0, len(output.token_ids) - 1)):  # one observation per gap, as vLLM records them
+            itl.labels(name).observe(m.mean_itl)
+    if m.e2e is not None:
+        e2e.labels(name).observe(m.e2e)
+
+
+class _EngineCollector:
+    """The engine's counters and gauges, read when Prometheus scrapes (zeros before it starts)."""
+
+    def __init__(self):
+        self.engine = None
+
+    def collect(self):
+        name = settings.SERVED_MODEL_NAME
+        snap = self.engine.snapshot() if self.engine is not None else None
+
+        def value(field):
+            return getattr(snap, field) if snap is not None else 0
+
+        for metric, help_text, field in (
+            ("vllm:num_requests_running", "Number of requests in model execution batches.", "num_requests_running"),
+            ("vllm:num_requests_waiting", "Number of requests waiting to be processed.", "num_requests_waiting"),
+            ("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", "kv_cache_usage_perc"),
+        ):
+            gauge = GaugeMetricFamily(metric, help_text, labels=_LABEL)
+            gauge.add_metric([name], value(field))
+            yield gauge
+        for metric, help_text, field in (
+            ("vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.", "prefix_cache_queries_total"),
+            ("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.", "prefix_cache_hits_total"),
+            ("vllm:num_preemptions", "Cumulative number of preemption from the engine.", "num_preemptions_total"),
+            ("vllm:prompt_tokens", "Number of prefill tokens processed.", "prompt_tokens_total"),
+            ("vllm:generation_tokens", "Number of generation tokens processed.", "generation_tokens_total"),
+        ):
+            counter = CounterMetricFamily(metric, help_text, labels=_LABEL)
+            counter.add_metric([name], value(field))
+            yield counter
+
+
+_collector = _EngineCollector()
+registry.register(_collector)
+
+
+def exposition(engine) -> bytes:
+    _collector.engine = engine
+    return generate_latest(registry)
