@@ -46,13 +46,14 @@ class GenerationRequest:
     max_tokens: int | None = None  # None: up to the model's context
     stop: list = field(default_factory=list)
     seed: int | None = None
+    ignore_eos: bool = False  # vLLM's extension: generate max_tokens whatever the model says
     stream: bool = False
     include_usage: bool = False
 
     def sampling(self, max_tokens: int) -> dict:
         """Keyword arguments for engine.SamplingParams."""
         return {"temperature": self.temperature, "top_p": self.top_p, "max_tokens": max_tokens,
-                "stop": list(self.stop), "seed": self.seed}
+                "stop": list(self.stop), "seed": self.seed, "ignore_eos": self.ignore_eos}
 
 
 def _number(body: dict, name: str, default: float, low: float, high: float, *, low_open: bool = False) -> float:
@@ -75,6 +76,15 @@ def _integer(body: dict, name: str, low: int, high: int | None = None) -> int | 
         raise bad(f"'{name}' must be an integer", name)
     if value < low or (high is not None and value > high):
         raise bad(f"'{name}' must be at least {low}" + (f" and at most {high}" if high is not None else "") + f"; got {value}", name)
+    return value
+
+
+def _flag(body: dict, name: str) -> bool:
+    value = body.get(name, False)
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise bad(f"'{name}' must be true or false", name)
     return value
 
 
@@ -137,7 +147,8 @@ def parse_request(raw: bytes, *, chat: bool, served_model: str) -> GenerationReq
         max_tokens=_integer(body, "max_completion_tokens" if chat and "max_completion_tokens" in body else "max_tokens", 1),
         stop=_stop(body),
         seed=_integer(body, "seed", 0, 2**63 - 1),
-        stream=bool(body.get("stream", False)),
+        ignore_eos=_flag(body, "ignore_eos"),
+        stream=_flag(body, "stream"),
         include_usage=bool(stream_options.get("include_usage", False)),
     )
     if chat:

@@ -84,12 +84,16 @@ def test_errors_come_in_openais_shape_with_the_right_status(server):
 
 def test_more_streams_than_seats_wait_and_a_tiny_pool_preempts(server):
     before = scrape(server)
-    seen_waiting = []
+    seen_waiting, answers, failures = [], [], []
     api = client(server)
 
     def one(i):
-        api.chat.completions.create(model="munuibot", messages=[{"role": "user", "content": f"{i}번 주문 배송 문의"}],
-                                    temperature=0, max_tokens=200)
+        try:  # ignore_eos (vLLM's extension): every answer runs its full 200 tokens
+            answers.append(api.chat.completions.create(
+                model="munuibot", messages=[{"role": "user", "content": f"{i}번 주문 배송 문의"}],
+                temperature=0, max_tokens=200, extra_body={"ignore_eos": True}))
+        except Exception as exc:  # noqa: BLE001 — reported below, not lost in a thread
+            failures.append(exc)
 
     threads = [threading.Thread(target=one, args=(i,)) for i in range(10)]
     for thread in threads:
@@ -100,6 +104,8 @@ def test_more_streams_than_seats_wait_and_a_tiny_pool_preempts(server):
     for thread in threads:
         thread.join()
     after = scrape(server)
+    assert failures == [] and len(answers) == 10, failures
+    assert all(a.usage.completion_tokens == 200 for a in answers)
     assert max(seen_waiting) > 0, "10 streams on 4 seats: some waited, none was dropped"
     assert after["vllm:num_preemptions_total"] > before["vllm:num_preemptions_total"], "24 blocks of 16 cannot hold 4 answers of 200 tokens"
     assert after["vllm:num_requests_running"] == 0 and after["vllm:kv_cache_usage_perc"] < 1

@@ -16,7 +16,8 @@ def test_a_chat_request_becomes_sampling_parameters():
     request = parse_request(chat(temperature=0, max_tokens=200, stop="\n\n", seed=7, stream=True,
                                  stream_options={"include_usage": True}), chat=True, served_model="munuibot")
     assert request.messages == [{"role": "user", "content": "배송 언제 와요?"}]
-    assert request.sampling(200) == {"temperature": 0.0, "top_p": 1.0, "max_tokens": 200, "stop": ["\n\n"], "seed": 7}
+    assert request.sampling(200) == {"temperature": 0.0, "top_p": 1.0, "max_tokens": 200, "stop": ["\n\n"], "seed": 7,
+                                     "ignore_eos": False}
     assert request.stream and request.include_usage
 
 
@@ -39,6 +40,7 @@ def test_text_content_parts_are_joined_and_a_single_prompt_list_is_a_prompt():
     (chat(max_tokens=0), "max_tokens", 400),
     (chat(max_tokens=2.5), "max_tokens", 400),
     (chat(n=2), "n", 400),
+    (chat(stream="yes"), "stream", 400),
     (chat(stop=["a", "b", "c", "d", "e"]), "stop", 400),
     (chat(messages=[]), "messages", 400),
     (chat(messages=[{"role": "robot", "content": "x"}]), "messages[0].role", 400),
