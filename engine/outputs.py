@@ -11,6 +11,7 @@ class RequestMetrics:
     arrival_time: float
     first_token_time: float | None
     finish_time: float | None
+    queue_time: float | None  # seconds from arrival to first being scheduled
     ttft: float | None  # seconds from arrival to the first generated token
     e2e: float | None
     mean_itl: float | None  # mean gap between generated tokens
@@ -46,6 +47,7 @@ class RequestOutput:
                 arrival_time=req.arrival_time,
                 first_token_time=req.first_token_time,
                 finish_time=req.finish_time,
+                queue_time=None if req.first_scheduled_time is None else req.first_scheduled_time - req.arrival_time,
                 ttft=None if req.first_token_time is None else req.first_token_time - req.arrival_time,
                 e2e=None if req.finish_time is None else req.finish_time - req.arrival_time,
                 mean_itl=sum(gaps) / len(gaps) if gaps else None,

@@ -39,6 +39,7 @@ class Request:
     num_cached_tokens: int = 0  # prompt tokens served from the prefix cache at admission
     num_preemptions: int = 0
     admitted_seq: int = -1  # admission order; the latest admitted is the preemption victim
+    first_scheduled_time: float | None = None  # admitted the first time (queue time = this − arrival)
     first_token_time: float | None = None
     finish_time: float | None = None
     token_times: list[float] = field(default_factory=list)

@@ -5,6 +5,7 @@ budget, so prompt chunks and single-token decodes share a step. Running requests
 first (in admission order); when the pool runs out, the most recently admitted one is
 preempted. New requests are admitted FIFO while seats, budget and blocks last.
 """
+import time
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -226,6 +227,8 @@ class Scheduler:
             req.num_cached_tokens = hit_tokens
         self.waiting.popleft()
         req.status = Status.RUNNING
+        if req.first_scheduled_time is None:
+            req.first_scheduled_time = time.monotonic()
         req.admitted_seq = self._next_admission()
         self.running.append(req)
         out.admitted.append(req)

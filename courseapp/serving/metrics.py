@@ -22,6 +22,8 @@ itl = Histogram("vllm:inter_token_latency_seconds", "Histogram of inter-token la
                 buckets=_LATENCY, registry=registry)
 e2e = Histogram("vllm:e2e_request_latency_seconds", "Histogram of end to end request latency in seconds.", _LABEL,
                 buckets=_LATENCY, registry=registry)
+queue = Histogram("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", _LABEL,
+                  buckets=_LATENCY, registry=registry)
 
 
 def observe(output) -> None:
@@ -37,6 +39,8 @@ def observe(output) -> None:
             itl.labels(name).observe(m.mean_itl)
     if m.e2e is not None:
         e2e.labels(name).observe(m.e2e)
+    if m.queue_time is not None:
+        queue.labels(name).observe(m.queue_time)
 
 
 class _EngineCollector:

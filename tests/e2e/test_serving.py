@@ -109,6 +109,8 @@ def test_more_streams_than_seats_wait_and_a_tiny_pool_preempts(server):
     assert max(seen_waiting) > 0, "10 streams on 4 seats: some waited, none was dropped"
     assert after["vllm:num_preemptions_total"] > before["vllm:num_preemptions_total"], "24 blocks of 16 cannot hold 4 answers of 200 tokens"
     assert after["vllm:num_requests_running"] == 0 and after["vllm:kv_cache_usage_perc"] < 1
+    assert after["vllm:request_queue_time_seconds_count"] == before.get("vllm:request_queue_time_seconds_count", 0) + 10
+    assert after["vllm:request_queue_time_seconds_sum"] > before.get("vllm:request_queue_time_seconds_sum", 0), "some waited"
 
 
 def test_a_client_that_leaves_mid_stream_frees_its_blocks(server):

@@ -54,3 +54,18 @@ def test_paged_waste_is_only_the_last_partial_block(tiny_llama):
     snap = engine.metrics_snapshot()
     assert snap.kv_tokens_allocated - snap.kv_tokens_used == snap.wasted_slots
     assert snap.wasted_slots <= 3 * (4 - 1), "at most one partly filled block per request"
+
+
+def test_queue_time_is_the_wait_before_first_being_scheduled(tiny_llama):
+    """vLLM's request_queue_time: arrival → first scheduled. With one seat, the second request
+    waits the whole of the first; the first hardly waits at all."""
+    engine = LLMEngine(EngineConfig(model=tiny_llama, block_size=4, num_blocks=64, max_num_seqs=1, max_num_batched_tokens=64))
+    a, b = prompts(2, seed=53)
+    engine.add_request(a, SamplingParams(temperature=0, max_tokens=8, ignore_eos=True), request_id="first")
+    engine.add_request(b, SamplingParams(temperature=0, max_tokens=8, ignore_eos=True), request_id="second")
+    while engine.has_unfinished_requests():
+        engine.step()
+    first, second = engine.output("first").metrics, engine.output("second").metrics
+    assert 0 <= first.queue_time <= first.ttft
+    assert second.queue_time >= first.e2e - first.queue_time - 1e-3  # it waited while the first ran
+    assert second.queue_time <= second.ttft
