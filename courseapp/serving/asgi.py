@@ -5,16 +5,19 @@ long-lived response sent piece by piece as the engine steps (server-sent events)
 §6's lab and `bench/api.py` measure the server: a request costs one JSON parse and one engine
 submission, no middleware. What they share with the site is the settings: the served model's
 name (`SERVED_MODEL_NAME`, default `munuibot`), an optional API key (`SERVING_API_KEY`, like
-vLLM's `--api-key`) and the body size cap. A client that goes away mid-answer aborts its
+vLLM's `--api-key`), the body size cap and a rate limit per key or address (`SERVING_RATE_LIMIT`). A client that goes away mid-answer aborts its
 request, and the engine frees its blocks.
 """
 import asyncio
+import hashlib
 import hmac
 import json
 import logging
+import math
 import threading
 import time
 import uuid
+from collections import deque
 
 from django.conf import settings
 
@@ -51,6 +54,7 @@ class ServingApp:
                 await _respond(send, 200, metrics.exposition(_engine), content_type=metrics.CONTENT_TYPE)
                 return
             _check_key(scope)
+            rate_limit().check(_caller(scope))
             method = scope["method"]
             if path == "/v1/models" and method == "GET":
                 engine = await asyncio.to_thread(served_engine)
@@ -67,13 +71,57 @@ class ServingApp:
                 raise ApiError(404, f"There is no {path} on this server (it serves /v1/models, /v1/completions, "
                                     "/v1/chat/completions and /metrics).", type="not_found_error")
         except ApiError as error:
-            await _json(send, error.status, error.body())
+            headers = [(b"retry-after", str(error.retry_after).encode())] if error.retry_after else []
+            await _respond(send, error.status, json.dumps(error.body(), ensure_ascii=False).encode(), headers=headers)
         except _ClientGone:
             return
 
 
 class _ClientGone(Exception):
     pass
+
+
+class RateLimit:
+    """At most `limit` requests in any `window` seconds per caller — the API key it sends, else its
+    address — counted in this process (the API is served by one). Past it: 429 with Retry-After."""
+
+    def __init__(self, limit: int, window: float, max_callers: int = 10_000):
+        self.limit, self.window, self.max_callers = limit, window, max_callers
+        self.calls: dict[str, deque] = {}
+
+    def check(self, caller: str, now: float | None = None) -> None:
+        now = time.monotonic() if now is None else now
+        calls = self.calls.get(caller)
+        if calls is None:
+            if len(self.calls) >= self.max_callers:  # forget the quietest callers first
+                for stale in [c for c, q in self.calls.items() if not q or q[-1] < now - self.window]:
+                    del self.calls[stale]
+            calls = self.calls[caller] = deque()
+        while calls and calls[0] <= now - self.window:
+            calls.popleft()
+        if len(calls) >= self.limit:
+            retry = max(1, math.ceil(calls[0] + self.window - now))
+            raise ApiError(429, f"Too many requests: at most {self.limit} in {self.window:g} s; try again in {retry} s.",
+                           type="rate_limit_error", code="rate_limit_exceeded", retry_after=retry)
+        calls.append(now)
+
+
+def _caller(scope) -> str:
+    auth = dict(scope["headers"]).get(b"authorization")
+    if auth:
+        return "key:" + hashlib.sha256(auth).hexdigest()[:16]
+    return "addr:" + (scope.get("client") or ("?",))[0]
+
+
+_limit = None
+
+
+def rate_limit() -> RateLimit:
+    global _limit
+    if _limit is None:
+        count, seconds = settings.SERVING_RATE_LIMIT.split("/")
+        _limit = RateLimit(int(count), float(seconds))
+    return _limit
 
 
 def _check_key(scope) -> None:

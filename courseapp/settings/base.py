@@ -167,6 +167,7 @@ OUTLINE_RECHECK_SECONDS = float(os.environ.get("OUTLINE_RECHECK_SECONDS", "1"))
 SERVED_MODEL_NAME = os.environ.get("SERVED_MODEL_NAME", "munuibot")
 SERVING_API_KEY = os.environ.get("SERVING_API_KEY", "")
 SERVING_MAX_BODY_BYTES = 1024 * 1024
+SERVING_RATE_LIMIT = os.environ.get("SERVING_RATE_LIMIT", "1200/60")  # requests per seconds, per key or address
 SERVING_ENGINE = {"num_blocks": int(os.environ.get("SERVING_NUM_BLOCKS", "512")),
                   "max_num_seqs": int(os.environ.get("SERVING_MAX_NUM_SEQS", "32")),
                   "max_num_batched_tokens": 512, "enable_prefix_caching": True}

@@ -18,9 +18,9 @@ LONG_SYSTEM = "당신은 문의봇입니다. 주문, 배송, 환불, 계정 문�
 
 @pytest.fixture(scope="module")
 def server(django_db_blocker):
-    # A small engine: 4 seats and a pool a few long answers overflow, so queues and preemptions show.
+    # A small engine: 2 seats and a pool two long answers overflow, so queues and preemptions show.
     with django_db_blocker.unblock():
-        proc, url, log = start_daphne({"SERVING_MAX_NUM_SEQS": "4", "SERVING_NUM_BLOCKS": "24"})
+        proc, url, log = start_daphne({"SERVING_MAX_NUM_SEQS": "2", "SERVING_NUM_BLOCKS": "24"})
     yield url
     stop_process(proc)
     log.close()
@@ -87,11 +87,14 @@ def test_more_streams_than_seats_wait_and_a_tiny_pool_preempts(server):
     seen_waiting, answers, failures = [], [], []
     api = client(server)
 
+    together = threading.Barrier(10)
+
     def one(i):
-        try:  # ignore_eos (vLLM's extension): every answer runs its full 200 tokens
+        together.wait()  # all ten at once: more than the 2 seats
+        try:  # ignore_eos (vLLM's extension): every answer runs its full 300 tokens
             answers.append(api.chat.completions.create(
                 model="munuibot", messages=[{"role": "user", "content": f"{i}번 주문 배송 문의"}],
-                temperature=0, max_tokens=200, extra_body={"ignore_eos": True}))
+                temperature=0, max_tokens=300, extra_body={"ignore_eos": True}))
         except Exception as exc:  # noqa: BLE001 — reported below, not lost in a thread
             failures.append(exc)
 
@@ -100,14 +103,13 @@ def test_more_streams_than_seats_wait_and_a_tiny_pool_preempts(server):
         thread.start()
     while any(t.is_alive() for t in threads):
         seen_waiting.append(scrape(server)["vllm:num_requests_waiting"])
-        time.sleep(0.05)
     for thread in threads:
         thread.join()
     after = scrape(server)
     assert failures == [] and len(answers) == 10, failures
-    assert all(a.usage.completion_tokens == 200 for a in answers)
-    assert max(seen_waiting) > 0, "10 streams on 4 seats: some waited, none was dropped"
-    assert after["vllm:num_preemptions_total"] > before["vllm:num_preemptions_total"], "24 blocks of 16 cannot hold 4 answers of 200 tokens"
+    assert all(a.usage.completion_tokens == 300 for a in answers)
+    assert max(seen_waiting) > 0, "10 streams on 2 seats: some waited, none was dropped"
+    assert after["vllm:num_preemptions_total"] > before["vllm:num_preemptions_total"], "24 blocks of 16 cannot hold 2 answers of 300 tokens"
     assert after["vllm:num_requests_running"] == 0 and after["vllm:kv_cache_usage_perc"] < 1
     assert after["vllm:request_queue_time_seconds_count"] == before.get("vllm:request_queue_time_seconds_count", 0) + 10
     assert after["vllm:request_queue_time_seconds_sum"] > before.get("vllm:request_queue_time_seconds_sum", 0), "some waited"
@@ -138,6 +140,23 @@ def test_with_an_api_key_set_a_wrong_key_gets_401(django_db_blocker):
         with pytest.raises(AuthenticationError):
             client(url, key="wrong").models.list()
         assert [m.id for m in client(url, key="s3cret").models.list().data] == ["munuibot"]
+    finally:
+        stop_process(proc)
+        log.close()
+
+
+def test_past_the_rate_limit_a_caller_gets_429_with_retry_after(django_db_blocker):
+    with django_db_blocker.unblock():
+        proc, url, log = start_daphne({"SERVING_RATE_LIMIT": "3/60"})
+    try:
+        for _ in range(3):
+            assert urllib.request.urlopen(f"{url}/v1/models", timeout=60).status == 200
+        with pytest.raises(urllib.error.HTTPError) as caught:
+            urllib.request.urlopen(f"{url}/v1/models", timeout=60)
+        assert caught.value.code == 429 and 0 < int(caught.value.headers["Retry-After"]) <= 60
+        assert json.loads(caught.value.read())["error"]["type"] == "rate_limit_error"
+        other = urllib.request.Request(f"{url}/v1/models", headers={"Authorization": "Bearer another-learner"})
+        assert urllib.request.urlopen(other, timeout=60).status == 200  # counted apart
     finally:
         stop_process(proc)
         log.close()
