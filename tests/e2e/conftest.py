@@ -86,6 +86,19 @@ def server_database_url() -> str:
     return f"sqlite:///{db['NAME']}"
 
 
+def wait_until(predicate, timeout: float = 30.0, what: str = "the condition"):
+    """Poll until `predicate()` is truthy; its value. Waits are bounded, never timed."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
 def start_daphne(extra_env: dict):
     """The real ASGI server (Daphne) in its own process, on the test database."""
     import subprocess

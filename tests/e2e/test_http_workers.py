@@ -4,12 +4,11 @@ no page, and the workers go when the server goes."""
 import os
 import signal
 import subprocess
-import time
 
 import pytest
 
 from tests.e2e.clients import Browser
-from tests.e2e.conftest import start_daphne, stop_process
+from tests.e2e.conftest import start_daphne, stop_process, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -18,16 +17,6 @@ def children(pid: int) -> set[int]:
     """The server's worker processes (multiprocessing also starts a resource tracker: not one)."""
     found = subprocess.run(["pgrep", "-P", str(pid), "-f", "spawn_main"], capture_output=True, text=True).stdout.split()
     return {int(p) for p in found}
-
-
-def wait_for(predicate, timeout: float = 30.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError("timed out")
 
 
 @pytest.fixture
@@ -45,7 +34,7 @@ def served(transactional_db):
 
 def test_a_session_holds_across_processes_and_a_dead_worker_costs_no_page(served):
     proc, url = served
-    workers = wait_for(lambda: children(proc.pid))
+    workers = wait_until(lambda: children(proc.pid))
 
     me = Browser(url)
     assert me.get("/lessons/21/s2/")[0] == 200  # a worker
@@ -66,16 +55,16 @@ def test_a_session_holds_across_processes_and_a_dead_worker_costs_no_page(served
 
     victim = min(workers)
     os.kill(victim, signal.SIGKILL)
-    wait_for(lambda: victim not in children(proc.pid))
+    wait_until(lambda: victim not in children(proc.pid))
     assert [me.get(f"/lessons/21/s{n}/")[0] for n in range(6)] == [200] * 6
     assert proc.poll() is None
-    assert wait_for(lambda: children(proc.pid)) - workers, "a new worker took its place"
+    assert wait_until(lambda: children(proc.pid)) - workers, "a new worker took its place"
 
     # The server killed outright: its workers notice and leave (no orphans holding memory).
     workers = children(proc.pid)
     proc.kill()
     proc.wait(10)
-    wait_for(lambda: not any(os.path.exists(f"/proc/{pid}") and _alive(pid) for pid in workers), timeout=15)
+    wait_until(lambda: not any(os.path.exists(f"/proc/{pid}") and _alive(pid) for pid in workers), timeout=15)
 
 
 def _alive(pid: int) -> bool:

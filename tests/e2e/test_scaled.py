@@ -17,7 +17,7 @@ from django.utils import timezone
 from courseapp.demo.models import DemoRun
 from tests.aio import run_in_fresh_loop
 from tests.e2e.clients import Browser
-from tests.e2e.conftest import free_port, server_database_url, start_daphne, stop_process
+from tests.e2e.conftest import free_port, server_database_url, start_daphne, stop_process, wait_until
 
 pytestmark = pytest.mark.e2e
 REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/9")
@@ -75,16 +75,6 @@ def workers():
     pool = Workers(REDIS_URL)
     yield pool
     pool.stop_all()
-
-
-def wait_until(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def status_of(run_id: str) -> tuple[str, str]:
