@@ -72,7 +72,7 @@ class ServingApp:
                                     "/v1/chat/completions and /metrics).", type="not_found_error")
         except ApiError as error:
             headers = [(b"retry-after", str(error.retry_after).encode())] if error.retry_after else []
-            await _respond(send, error.status, json.dumps(error.body(), ensure_ascii=False).encode(), headers=headers)
+            await _json(send, error.status, error.body(), headers=headers)
         except _ClientGone:
             return
 
@@ -154,8 +154,8 @@ async def _respond(send, status: int, body: bytes, content_type: str = "applicat
     await send({"type": "http.response.body", "body": body})
 
 
-async def _json(send, status: int, data: dict) -> None:
-    await _respond(send, status, json.dumps(data, ensure_ascii=False).encode())
+async def _json(send, status: int, data: dict, headers=()) -> None:
+    await _respond(send, status, json.dumps(data, ensure_ascii=False).encode(), headers=headers)
 
 
 async def _generate(request: protocol.GenerationRequest, receive, send) -> None:

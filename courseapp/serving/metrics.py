@@ -35,7 +35,9 @@ def observe(output) -> None:
     if m.ttft is not None:
         ttft.labels(name).observe(m.ttft)
     if m.mean_itl is not None:
-        for _ in range(max(0, len(output.token_ids) - 1)):  # one observation per gap, as vLLM records them
+        # The engine reports the mean gap, so each gap is observed at the mean: count and sum are
+        # vLLM's exactly, only how the gaps spread over the buckets is lost.
+        for _ in range(max(0, len(output.token_ids) - 1)):
             itl.labels(name).observe(m.mean_itl)
     if m.e2e is not None:
         e2e.labels(name).observe(m.e2e)
@@ -56,24 +58,24 @@ class _EngineCollector:
         def value(field):
             return getattr(snap, field) if snap is not None else 0
 
-        for metric, help_text, field in (
-            ("vllm:num_requests_running", "Number of requests in model execution batches.", "num_requests_running"),
-            ("vllm:num_requests_waiting", "Number of requests waiting to be processed.", "num_requests_waiting"),
-            ("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", "kv_cache_usage_perc"),
-        ):
-            gauge = GaugeMetricFamily(metric, help_text, labels=_LABEL)
-            gauge.add_metric([name], value(field))
-            yield gauge
-        for metric, help_text, field in (
-            ("vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.", "prefix_cache_queries_total"),
-            ("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.", "prefix_cache_hits_total"),
-            ("vllm:num_preemptions", "Cumulative number of preemption from the engine.", "num_preemptions_total"),
-            ("vllm:prompt_tokens", "Number of prefill tokens processed.", "prompt_tokens_total"),
-            ("vllm:generation_tokens", "Number of generation tokens processed.", "generation_tokens_total"),
-        ):
-            counter = CounterMetricFamily(metric, help_text, labels=_LABEL)
-            counter.add_metric([name], value(field))
-            yield counter
+        for family, metric, help_text, field in _FROM_SNAPSHOT:
+            sample = family(metric, help_text, labels=_LABEL)
+            sample.add_metric([name], value(field))
+            yield sample
+
+
+# (family, name, help, snapshot field): read from the engine at scrape time.
+_FROM_SNAPSHOT = (
+    (GaugeMetricFamily, "vllm:num_requests_running", "Number of requests in model execution batches.", "num_requests_running"),
+    (GaugeMetricFamily, "vllm:num_requests_waiting", "Number of requests waiting to be processed.", "num_requests_waiting"),
+    (GaugeMetricFamily, "vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", "kv_cache_usage_perc"),
+    (CounterMetricFamily, "vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.",
+     "prefix_cache_queries_total"),
+    (CounterMetricFamily, "vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.", "prefix_cache_hits_total"),
+    (CounterMetricFamily, "vllm:num_preemptions", "Cumulative number of preemption from the engine.", "num_preemptions_total"),
+    (CounterMetricFamily, "vllm:prompt_tokens", "Number of prefill tokens processed.", "prompt_tokens_total"),
+    (CounterMetricFamily, "vllm:generation_tokens", "Number of generation tokens processed.", "generation_tokens_total"),
+)
 
 
 _collector = _EngineCollector()
