@@ -11,6 +11,7 @@ urlpatterns = [
     path("lessons/", include("courseapp.lessons.urls")),
     path("questions/", include("courseapp.quizzes.urls")),
     path("demo/", include("courseapp.demo.urls")),
+    path("lab/", include("courseapp.lab.urls")),
     path("progress/", learner_views.progress, name="progress"),
     path("accounts/login/", learner_views.GuestKeepingLoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),

@@ -10,9 +10,11 @@ import queue
 import threading
 import time
 from collections import deque
+from contextlib import contextmanager
 
 from engine.llm_engine import LLMEngine
 from engine.outputs import RequestOutput
+from engine.stat_logger import StatLogger
 
 logger = logging.getLogger("engine.loop")
 _DONE = object()
@@ -121,11 +123,14 @@ class Subscription:
 
 
 class EngineLoop:
-    def __init__(self, engine: LLMEngine, idle_wait: float = 0.05):
+    def __init__(self, engine: LLMEngine, idle_wait: float = 0.05, stat_logger: StatLogger | None = None):
         self.engine = engine
+        self.stat_logger = stat_logger  # the server log: V1's periodic line (engine/stat_logger.py)
         self.idle_wait = idle_wait
         self.step_delay = 0.0  # seconds between steps (the demo's speed control)
-        self._lock = threading.RLock()  # held while stepping; submit/abort take it briefly
+        self._lock = threading.RLock()  # held while stepping; submit/abort/snapshot take it briefly (_turn)
+        self._waiters = 0  # threads waiting in _turn for the lock
+        self._waiters_cond = threading.Condition()
         self._wake = threading.Event()
         self._paused = threading.Event()
         self._step_once = threading.Event()
@@ -155,7 +160,7 @@ class EngineLoop:
     def submit(self, prompt, params=None, request_id: str | None = None, loop: asyncio.AbstractEventLoop | None = None) -> RequestHandle:
         """Queue a request from any thread. Bad input raises here, before any work."""
         sink = _Sink(loop)
-        with self._lock:
+        with self._turn():
             rid = self.engine.add_request(prompt, params, request_id)
             handle = RequestHandle(rid, self, sink)
             self._handles[rid] = handle
@@ -167,7 +172,7 @@ class EngineLoop:
         return self.submit(prompt, params, request_id, loop=asyncio.get_running_loop())
 
     def abort(self, request_id: str) -> bool:
-        with self._lock:
+        with self._turn():
             aborted = self.engine.abort_request(request_id)
             if aborted:
                 self._deliver(request_id)
@@ -201,8 +206,33 @@ class EngineLoop:
         return self._paused.is_set()
 
     def snapshot(self):
-        with self._lock:
+        with self._turn():
             return self.engine.metrics_snapshot()
+
+    # --- the lock, shared fairly ----------------------------------------------------------------
+    @contextmanager
+    def _turn(self):
+        """The step lock for a caller (submit, abort, snapshot). A plain lock would starve it: the
+        stepping thread releases and takes it again at once, so an event loop asking for a
+        snapshot mid-burst would block until the engine went idle (every stream stalled)."""
+        with self._waiters_cond:
+            self._waiters += 1
+        try:
+            self._lock.acquire()
+        finally:
+            with self._waiters_cond:
+                self._waiters -= 1
+                self._waiters_cond.notify_all()
+        try:
+            yield
+        finally:
+            self._lock.release()
+
+    def _let_waiters_in(self) -> None:
+        """Between steps: wait (briefly) until every caller waiting for the lock has had it."""
+        if self._waiters:
+            with self._waiters_cond:
+                self._waiters_cond.wait_for(lambda: self._waiters == 0, timeout=0.05)
 
     # --- the thread ----------------------------------------------------------------------------
     def _run(self) -> None:
@@ -224,6 +254,8 @@ class EngineLoop:
                         return
                     for rid in list(self._handles):
                         self._deliver(rid)
+                self._log(event if busy else None)
+            self._let_waiters_in()
             if busy:
                 for sub in list(self._subs):
                     sub.put(event)
@@ -232,6 +264,14 @@ class EngineLoop:
             else:
                 self._wake.wait(self.idle_wait)
                 self._wake.clear()
+
+    def _log(self, event) -> None:
+        if self.stat_logger is None:
+            return
+        if event is not None and event.preempted:
+            self.stat_logger.on_preempted(event.preempted)
+        if self.stat_logger.due():
+            self.stat_logger.log_stats(self.engine.metrics_snapshot())
 
     def _deliver(self, rid: str) -> None:
         req = self.engine.requests.get(rid)

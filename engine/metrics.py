@@ -3,9 +3,10 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
+# vLLM V1's periodic stats line (vllm/v1/metrics/loggers.py, LoggingStatLogger), word for word.
 LOG_LINE = (
-    "Avg prompt throughput: %.1f tokens/s, Avg generation throughput: %.1f tokens/s, Running: %d reqs, "
-    "Waiting: %d reqs, Preemptions: %d, GPU KV cache usage: %.1f%%, Prefix cache hit rate: %.1f%%"
+    "Engine %03d: Avg prompt throughput: %.1f tokens/s, Avg generation throughput: %.1f tokens/s, "
+    "Running: %d reqs, Waiting: %d reqs, GPU KV cache usage: %.1f%%, Prefix cache hit rate: %.1f%%"
 )
 
 
@@ -34,13 +35,15 @@ class MetricsSnapshot:
     def prefix_cache_hit_rate(self) -> float:
         return self.prefix_cache_hits_total / self.prefix_cache_queries_total if self.prefix_cache_queries_total else 0.0
 
-    def log_line(self) -> str:
+    def log_line(self, engine_index: int = 0, prompt_throughput: float | None = None,
+                 generation_throughput: float | None = None) -> str:
+        """V1's line; the throughputs default to the recent window's (a logger passes its interval's)."""
         return LOG_LINE % (
-            self.prompt_throughput,
-            self.generation_throughput,
+            engine_index,
+            self.prompt_throughput if prompt_throughput is None else prompt_throughput,
+            self.generation_throughput if generation_throughput is None else generation_throughput,
             self.num_requests_running,
             self.num_requests_waiting,
-            self.num_preemptions_total,
             100 * self.kv_cache_usage_perc,
             100 * self.prefix_cache_hit_rate,
         )

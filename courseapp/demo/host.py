@@ -366,12 +366,15 @@ class ServingEngine:
     KV pool of its own, stepping in its own thread (engine.engine_loop.EngineLoop); requests come
     from any thread or event loop and stream their outputs back."""
 
-    def __init__(self, **config):
+    def __init__(self, log_interval_s: float = 10.0, v0_preemption_warnings: bool = False, **config):
         eng = _engine()
         from engine.engine_loop import EngineLoop
+        from engine.stat_logger import StatLogger
 
-        self.engine = eng.LLMEngine(eng.EngineConfig(**config), loaded=shared_model())
-        self.loop = EngineLoop(self.engine).start()
+        self.config = eng.EngineConfig(**config)
+        self.engine = eng.LLMEngine(self.config, loaded=shared_model())
+        self.stat_logger = StatLogger(log_interval_s, v0_preemption_warnings=v0_preemption_warnings)
+        self.loop = EngineLoop(self.engine, stat_logger=self.stat_logger).start()
 
     @property
     def max_model_len(self) -> int:
@@ -409,6 +412,10 @@ class ServingEngine:
 
     def snapshot(self):
         return self.loop.snapshot()
+
+    def log_lines(self, since: float = 0.0) -> list[dict]:
+        """The server log's lines written since a wall-clock time ({time, kind, line})."""
+        return [entry.to_dict() for entry in self.stat_logger.since(since)]
 
     def stop(self) -> None:
         self.loop.stop()

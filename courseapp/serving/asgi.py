@@ -14,57 +14,44 @@ import hmac
 import json
 import logging
 import math
-import threading
 import time
 import uuid
 from collections import deque
 
 from django.conf import settings
 
-from courseapp.serving import metrics, protocol
+from courseapp.serving import engines, metrics, protocol
 from courseapp.serving.protocol import ApiError
 
 logger = logging.getLogger("courseapp.serving")
-
-_engine = None
-_engine_lock = threading.Lock()
-
-
-def served_engine():
-    """The engine behind the API, built on first use (it loads the model: seconds)."""
-    global _engine
-    with _engine_lock:
-        if _engine is None:
-            from courseapp.demo.host import ServingEngine
-
-            _engine = ServingEngine(**settings.SERVING_ENGINE)
-        return _engine
-
 
 class ServingApp:
     def __init__(self, fallback):
         self.fallback = fallback
 
     async def __call__(self, scope, receive, send):
-        path = scope["path"]
-        if scope["type"] != "http" or not (path.startswith("/v1/") or path == "/metrics"):
+        routed = engines.route(scope["path"]) if scope["type"] == "http" else None
+        if routed is None:
             return await self.fallback(scope, receive, send)
+        served, path = routed
         try:
+            if served is None:
+                raise ApiError(404, "This lab engine has closed: its run is over.", type="not_found_error")
             if path == "/metrics":
-                await _respond(send, 200, metrics.exposition(_engine), content_type=metrics.CONTENT_TYPE)
+                await _respond(send, 200, served.metrics.exposition(), content_type=metrics.CONTENT_TYPE)
                 return
             _check_key(scope)
             rate_limit().check(_caller(scope))
             method = scope["method"]
             if path == "/v1/models" and method == "GET":
-                engine = await asyncio.to_thread(served_engine)
+                engine = await asyncio.to_thread(engines.engine_of, served)
                 await _json(send, 200, protocol.models_list(settings.SERVED_MODEL_NAME, created=int(time.time()),
                                                             max_model_len=engine.max_model_len))
             elif path in ("/v1/completions", "/v1/chat/completions") and method == "POST":
                 body = await _read_body(receive)
                 request = protocol.parse_request(body, chat=path.endswith("chat/completions"),
                                                  served_model=settings.SERVED_MODEL_NAME)
-                await _generate(request, receive, send)
+                await _generate(served, request, receive, send)
             elif path in ("/v1/models", "/v1/completions", "/v1/chat/completions"):
                 raise ApiError(405, f"{method} is not allowed on {path}", code="method_not_allowed")
             else:
@@ -158,10 +145,10 @@ async def _json(send, status: int, data: dict, headers=()) -> None:
     await _respond(send, status, json.dumps(data, ensure_ascii=False).encode(), headers=headers)
 
 
-async def _generate(request: protocol.GenerationRequest, receive, send) -> None:
+async def _generate(served: engines.Served, request: protocol.GenerationRequest, receive, send) -> None:
     from courseapp.demo.host import ServingRefused
 
-    engine = await asyncio.to_thread(served_engine)
+    engine = await asyncio.to_thread(engines.engine_of, served)
     request_id = f"{'chatcmpl' if request.chat else 'cmpl'}-{uuid.uuid4().hex}"
     created = int(time.time())
     try:
@@ -183,7 +170,8 @@ async def _generate(request: protocol.GenerationRequest, receive, send) -> None:
     watcher = asyncio.create_task(watch_disconnect())
     try:
         if request.stream:
-            await _stream(request, handle, send, gone, request_id=request_id, created=created, prompt_tokens=len(ids))
+            await _stream(request, handle, send, gone, request_id=request_id, created=created, prompt_tokens=len(ids),
+                          observe=served.metrics.observe)
         else:
             final = None
             async for output in handle:
@@ -193,12 +181,13 @@ async def _generate(request: protocol.GenerationRequest, receive, send) -> None:
             used = protocol.usage(len(ids), len(final.token_ids), final.metrics.num_cached_tokens)
             await _json(send, 200, protocol.response(request, request_id=request_id, created=created, text=final.text,
                                                      finish_reason=final.finish_reason, token_usage=used))
-            metrics.observe(final)
+            served.metrics.observe(final)
     finally:
         watcher.cancel()
 
 
-async def _stream(request, handle, send, gone: asyncio.Event, *, request_id: str, created: int, prompt_tokens: int) -> None:
+async def _stream(request, handle, send, gone: asyncio.Event, *, request_id: str, created: int, prompt_tokens: int,
+                  observe) -> None:
     await send({"type": "http.response.start", "status": 200, "headers": [
         (b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]})
     sent, first, final = "", True, None
@@ -221,4 +210,4 @@ async def _stream(request, handle, send, gone: asyncio.Event, *, request_id: str
         used = protocol.usage(prompt_tokens, len(final.token_ids), final.metrics.num_cached_tokens)
         await emit(protocol.chunk(request, request_id=request_id, created=created, token_usage=used))
     await send({"type": "http.response.body", "body": protocol.sse("[DONE]"), "more_body": False})
-    metrics.observe(final)
+    observe(final)

@@ -31,6 +31,7 @@ INSTALLED_APPS = [
     "courseapp.learners",
     "courseapp.quizzes",
     "courseapp.demo",
+    "courseapp.lab",
 ]
 
 MIDDLEWARE = [
@@ -243,3 +244,14 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": "INFO"},
 }
+
+# §6 lab (courseapp/lab): each run gets an engine of its own with the learner's knobs.
+LAB_MAX_TOKENS = int(os.environ.get("LAB_MAX_TOKENS", "200"))  # §6 fixes 200
+LAB_CONCURRENCY = 8  # experiment 2
+LAB_SAMPLE_EVERY_S = float(os.environ.get("LAB_SAMPLE_EVERY_S", "1.0"))  # /metrics during experiment 2
+LAB_LOG_INTERVAL_S = 1.0  # the lab engine's stats line (vLLM's default is 10 s; a lab run lasts seconds)
+LAB_MAX_ACTIVE = int(os.environ.get("LAB_MAX_ACTIVE", "1"))  # labs measuring at once; more wait their turn
+LAB_RUNS_PER_HOUR = int(os.environ.get("LAB_RUNS_PER_HOUR", "12"))  # per learner
+LAB_MAX_RUN_S = 600  # a run that takes longer fails (its requests time out)
+LAB_STALE_S = 60  # a queued or running run whose thread stayed silent this long has died with its server
+LAB_BASE_URL = os.environ.get("LAB_BASE_URL", "")  # how the lab reaches this server; default: the page's own address

@@ -41,7 +41,8 @@ def test_metrics_snapshot_counts_and_log_line(tiny_llama):
     assert snap.kv_blocks_used == 0 and snap.kv_cache_usage_perc == 0.0
     assert all(o.metrics.ttft is not None and o.metrics.ttft <= o.metrics.e2e for o in outs)
     line = snap.log_line()
-    assert line.startswith("Avg prompt throughput:") and "GPU KV cache usage: 0.0%" in line
+    assert line.startswith("Engine 000: Avg prompt throughput:") and "GPU KV cache usage: 0.0%" in line
+    assert "Running: 0 reqs, Waiting: 0 reqs" in line and "Preemption" not in line, "V1 logs no preemptions"
     assert line.count(",") == LOG_LINE.count(",")
 
 

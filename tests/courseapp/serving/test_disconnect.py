@@ -4,7 +4,8 @@ Daphne, a closed socket is noticed only when a write fails, a moment later)."""
 import asyncio
 import json
 
-from courseapp.serving.asgi import ServingApp, served_engine
+from courseapp.serving.asgi import ServingApp
+from courseapp.serving.engines import served_engine
 
 
 def test_leaving_mid_stream_aborts_the_request_and_frees_its_blocks(db):

@@ -1,0 +1,314 @@
+"""§6's five experiments, run against any OpenAI-compatible server over HTTP — this app's, a lab
+run's own engine, or a learner's real vLLM — the way a learner's measuring script would:
+
+    0. one warm-up request, discarded
+    1. one request alone: its output tokens per second
+    2. the same request `concurrency` times at once: each one's tokens/s, and the server's
+       (all output tokens ÷ the whole span)
+    3. a ~1,500-token shared system prompt, twice in a row: each TTFT; then with the current time
+       (to the second) at its front, twice: each TTFT
+    4. during 2, /metrics every `sample_every_s`: running, waiting, KV cache usage (0–1)
+    5. vllm:num_preemptions_total just before and after 2, and the server's log lines
+
+Temperature 0 and `max_tokens` fixed; TTFT is measured from the stream (the first chunk that
+carries text). No Django here: the lab page and `manage.py run_lab` both call `run()`.
+"""
+import asyncio
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+
+import httpx2 as httpx  # what the openai client itself uses
+from openai import AsyncOpenAI
+from prometheus_client.parser import text_string_to_metric_families
+
+from engine.training.corpus import LONG_SYSTEM_PROMPT, SYSTEM_PROMPT
+
+QUESTION = ("지난주 화요일에 주문한 러닝화(주문번호 20261124-0457)가 아직 도착하지 않았습니다. 송장 조회를 하면 "
+            "사흘째 '배송 중'으로만 나와요. 이번 주 토요일에 마라톤 대회가 있어서 그 전에 꼭 받아야 하는데, 언제쯤 "
+            "받을 수 있을까요? 늦어진다면 배송지를 회사로 바꾸는 것도 가능한지 알려 주세요.")
+SHORT_QUESTION = "이 지침에 따르면 환불은 며칠 안에 처리되나요?"
+
+# What each series is called in vLLM's /metrics, current name first, then older aliases
+# (V0 and early V1 said gpu_cache_usage_perc and gpu_prefix_cache_*).
+METRIC_NAMES = {
+    "running": ("vllm:num_requests_running",),
+    "waiting": ("vllm:num_requests_waiting",),
+    "kv": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
+    "preemptions": ("vllm:num_preemptions_total", "vllm:num_preemptions"),
+    "prefix_queries": ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"),
+    "prefix_hits": ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"),
+}
+
+
+class LabError(RuntimeError):
+    """The lab could not go on (the server refused, went away, or speaks another protocol)."""
+
+
+@dataclass(slots=True)
+class LabSettings:
+    base_url: str  # the server's root: /v1/… and /metrics hang below it
+    model: str = "munuibot"
+    api_key: str = ""
+    concurrency: int = 8
+    max_tokens: int = 200
+    temperature: float = 0.0
+    sample_every_s: float = 1.0
+    ignore_eos: bool = False  # vLLM's extension: every answer runs to max_tokens
+    launch_command: str = ""  # how the server was started, quoted in the report
+    timeout_s: float = 300.0
+
+
+@dataclass(slots=True)
+class Measured:
+    """One request as the client saw it."""
+
+    label: str
+    started: float  # seconds since the lab began
+    ttft: float | None
+    elapsed: float
+    prompt_tokens: int | None
+    completion_tokens: int
+    cached_tokens: int | None
+    text: str
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.completion_tokens / self.elapsed if self.elapsed > 0 else 0.0
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "tokens_per_s": self.tokens_per_s}
+
+
+@dataclass(slots=True)
+class Progress:
+    done: int = 0
+    total: int = 0
+    message: str = ""
+
+
+@dataclass
+class Lab:
+    settings: LabSettings
+    read_logs: object = None  # callable(wall_since) → [{time, kind, line}] or None when unknown
+    on_progress: object = None  # callable(Progress)
+    progress: Progress = field(default_factory=Progress)
+    script: list = field(default_factory=list)  # the script's own output lines
+    metric_names: dict = field(default_factory=dict)  # series → the name found in /metrics
+
+    # --- output --------------------------------------------------------------------------------
+    def say(self, line: str) -> None:
+        self.script.append(line)
+
+    def _advance(self, message: str, by: int = 1) -> None:
+        self.progress.done += by
+        self.progress.message = message
+        if self.on_progress:
+            self.on_progress(self.progress)
+
+    # --- HTTP ----------------------------------------------------------------------------------
+    async def _ask(self, api: AsyncOpenAI, label: str, messages: list, t0: float) -> Measured:
+        s = self.settings
+        extra = {"ignore_eos": True} if s.ignore_eos else None
+        start = time.perf_counter()
+        ttft, text, usage, chunks = None, "", None, 0
+        stream = await api.chat.completions.create(
+            model=s.model, messages=messages, temperature=s.temperature, max_tokens=s.max_tokens, stream=True,
+            stream_options={"include_usage": True}, extra_body=extra)
+        async for chunk in stream:
+            if chunk.usage is not None:
+                usage = chunk.usage
+            for choice in chunk.choices:
+                piece = choice.delta.content or ""
+                if piece:
+                    chunks += 1
+                    if ttft is None:
+                        ttft = time.perf_counter() - start
+                    text += piece
+        elapsed = time.perf_counter() - start
+        details = getattr(usage, "prompt_tokens_details", None) if usage else None
+        return Measured(label, start - t0, ttft, elapsed, usage.prompt_tokens if usage else None,
+                        usage.completion_tokens if usage else chunks,  # without usage, chunks ≈ tokens
+                        getattr(details, "cached_tokens", None) if details else None, text)
+
+    async def _scrape(self, http: httpx.AsyncClient) -> dict:
+        response = await http.get(self.settings.base_url.rstrip("/") + "/metrics")
+        if response.status_code != 200:
+            raise LabError(f"GET /metrics answered {response.status_code}")
+        found: dict[str, dict[str, float]] = {}
+        for family in text_string_to_metric_families(response.text):
+            for sample in family.samples:
+                model = sample.labels.get("model_name")
+                if model is not None and model != self.settings.model:
+                    continue
+                found.setdefault(sample.name, {})
+                key = tuple(sorted(sample.labels.items()))
+                found[sample.name][key] = sample.value
+        values = {}
+        for series, names in METRIC_NAMES.items():
+            for name in names:
+                if name in found:
+                    self.metric_names[series] = name
+                    values[series] = sum(found[name].values())  # engines of a scaled server, added up
+                    break
+        return values
+
+    # --- the experiments -----------------------------------------------------------------------
+    async def run(self) -> dict:
+        s = self.settings
+        if s.concurrency < 1 or s.max_tokens < 1:
+            raise LabError("concurrency and max_tokens must be at least 1")
+        self.progress.total = 2 + s.concurrency + 4
+        report = {"settings": {k: v for k, v in asdict(s).items() if k != "api_key"},
+                  "started_at": datetime.now().astimezone().isoformat(timespec="seconds")}
+        base = s.base_url.rstrip("/")
+        api = AsyncOpenAI(base_url=f"{base}/v1", api_key=s.api_key or "EMPTY", max_retries=0, timeout=s.timeout_s)
+        headers = {"Authorization": f"Bearer {s.api_key}"} if s.api_key else {}
+        t0, lab_wall_start = time.perf_counter(), time.time()
+        # The model's own system prompt (it was trained with it) and a customer's question.
+        user = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": QUESTION}]
+        async with httpx.AsyncClient(timeout=30, headers=headers) as http:
+            self.say(f"server {base}  model {s.model}  temperature {s.temperature:g}  max_tokens {s.max_tokens}"
+                     + ("  ignore_eos" if s.ignore_eos else ""))
+            warm = await self._ask(api, "warm-up", user, t0)
+            self.say(f"[0] warm-up: {warm.completion_tokens} tokens in {warm.elapsed:.2f} s (discarded)")
+            self._advance("워밍업 1회 (버림)")
+
+            one = await self._ask(api, "1", user, t0)
+            self.say(f"[1] alone: ttft {_s(one.ttft)}, {one.completion_tokens} tokens in {one.elapsed:.2f} s "
+                     f"→ {one.tokens_per_s:.1f} tok/s")
+            self._advance("실험 1: 요청 1건")
+
+            window = [time.time()]
+            before = await self._scrape(http)
+            series, many, span = await self._concurrent(api, http, user, t0)
+            after = await self._scrape(http)
+            window.append(time.time())
+            total = sum(m.completion_tokens for m in many)
+            for m in many:
+                self.say(f"[2] #{m.label}: ttft {_s(m.ttft)}, {m.completion_tokens} tokens in {m.elapsed:.2f} s "
+                         f"→ {m.tokens_per_s:.1f} tok/s")
+            self.say(f"[2] server: {total} tokens / {span:.2f} s = {total / span:.1f} tok/s")
+            preempted = None
+            if "preemptions" in before and "preemptions" in after:
+                preempted = int(after["preemptions"] - before["preemptions"])
+                self.say(f"[5] {self.metric_names['preemptions']}: before {before['preemptions']:g}, "
+                         f"after {after['preemptions']:g} → {preempted} preemption(s)")
+
+            pairs = await self._shared_prefix(api, t0)
+            logs = self._logs(lab_wall_start, window)
+
+        report.update(
+            finished_at=datetime.now().astimezone().isoformat(timespec="seconds"),
+            warmup=warm.to_dict(), single=one.to_dict(),
+            concurrent={"requests": [m.to_dict() for m in many], "span_s": span, "total_tokens": total,
+                        "server_tokens_per_s": total / span if span else 0.0},
+            prefix=pairs, series=series,
+            preemptions={"before": before.get("preemptions"), "after": after.get("preemptions"), "delta": preempted},
+            logs=logs, metric_names=dict(self.metric_names), script=list(self.script))
+        return report
+
+    def _logs(self, since: float, window: list[float]) -> list[dict] | None:
+        """The server's log lines since the lab began (None: this server's log is not readable
+        from here), each marked whether it fell during experiment 2 (None: the line has no time).
+        A second either side counts: a log's clock has whole seconds, and a periodic line written
+        just after covers the interval before it."""
+        if self.read_logs is None:
+            return None
+        return [{**entry, "during_2": None if entry["time"] is None else window[0] - 1.0 <= entry["time"] <= window[1] + 1.0}
+                for entry in self.read_logs(since)]
+
+    async def _concurrent(self, api, http, user, t0) -> tuple[list, list[Measured], float]:
+        s = self.settings
+        series: list[dict] = []
+        done = asyncio.Event()
+
+        async def sample():
+            while True:
+                values = await self._scrape(http)
+                now = time.time()
+                series.append({"time": datetime.fromtimestamp(now).astimezone().strftime("%H:%M:%S.%f")[:-4],
+                               "t": round(time.perf_counter() - start, 3), "running": values.get("running"),
+                               "waiting": values.get("waiting"), "kv": values.get("kv")})
+                try:
+                    await asyncio.wait_for(done.wait(), s.sample_every_s)
+                    return
+                except TimeoutError:
+                    continue
+
+        async def one(i: int) -> Measured:
+            measured = await self._ask(api, str(i + 1), user, t0)
+            self._advance(f"실험 2: 동시 {s.concurrency}건 중 {i + 1}번 끝")
+            return measured
+
+        start = time.perf_counter()
+        sampler = asyncio.create_task(sample())
+        try:
+            many = await asyncio.gather(*(one(i) for i in range(s.concurrency)))
+        finally:
+            done.set()
+            await sampler
+        span = max(m.started + m.elapsed for m in many) - min(m.started for m in many)
+        values = await self._scrape(http)  # once more after the last answer: the queue has drained
+        series.append({"time": datetime.now().astimezone().strftime("%H:%M:%S.%f")[:-4],
+                       "t": round(time.perf_counter() - start, 3), "running": values.get("running"),
+                       "waiting": values.get("waiting"), "kv": values.get("kv")})
+        return series, list(many), span
+
+    async def _shared_prefix(self, api, t0) -> dict:
+        """Two requests with the same long system prompt, then two with the time at its front.
+        The shared prompt opens with this run's own tag, so its first request meets a cold cache
+        even on a server that ran the lab before."""
+        tag = f"[세션 {time.time_ns() % 10**8:08d}]\n"
+        same, stamped, last_second = [], [], None
+        for i in range(2):
+            messages = [{"role": "system", "content": tag + LONG_SYSTEM_PROMPT}, {"role": "user", "content": SHORT_QUESTION}]
+            same.append(await self._ask(api, f"same-{i + 1}", messages, t0))
+            self._advance(f"실험 3: 같은 시스템 프롬프트 {i + 1}/2")
+        for i in range(2):
+            while (now := datetime.now()).replace(microsecond=0) == last_second:  # a new second, a new prefix
+                await asyncio.sleep(0.05)
+            last_second = now.replace(microsecond=0)
+            stamp = f"현재 시각: {last_second:%Y-%m-%d %H:%M:%S}\n"
+            messages = [{"role": "system", "content": stamp + tag + LONG_SYSTEM_PROMPT}, {"role": "user", "content": SHORT_QUESTION}]
+            stamped.append(await self._ask(api, f"time-{i + 1}", messages, t0))
+            self._advance(f"실험 3: 맨 앞에 현재 시각 {i + 1}/2")
+        for kind, pair in (("same", same), ("time", stamped)):
+            for m in pair:
+                self.say(f"[3] {m.label}: prompt {m.prompt_tokens} tokens, cached {m.cached_tokens}, ttft {_s(m.ttft)}")
+        return {"same": [m.to_dict() for m in same], "time": [m.to_dict() for m in stamped]}
+
+
+def _s(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1000:.0f} ms"
+
+
+def run(settings: LabSettings, *, read_logs=None, on_progress=None) -> dict:
+    """The whole lab, synchronously (from a thread or a command); its report as plain data.
+    A failure raises LabError naming what went wrong; the partial script is on the exception."""
+    lab = Lab(settings, read_logs=read_logs, on_progress=on_progress)
+    try:
+        return asyncio.run(lab.run())
+    except LabError as exc:
+        exc.script = lab.script
+        raise
+    except Exception as exc:  # the server's answer or the network, in the learner's words
+        error = LabError(_explain(exc))
+        error.script = lab.script
+        raise error from exc
+
+
+def _explain(exc: Exception) -> str:
+    from openai import APIConnectionError, APIStatusError
+
+    if isinstance(exc, APIStatusError):
+        try:
+            message = exc.response.json()["error"]["message"]
+        except Exception:  # not OpenAI's error shape
+            message = exc.response.text[:300]
+        return f"the server answered {exc.status_code}: {message}"
+    if isinstance(exc, APIConnectionError):
+        return f"could not reach the server: {exc.__cause__ or exc}"
+    if isinstance(exc, (httpx.HTTPError, OSError)):
+        return f"could not reach the server: {exc}"
+    return f"{type(exc).__name__}: {exc}"

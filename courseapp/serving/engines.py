@@ -1,0 +1,84 @@
+"""Which engine an API path reaches.
+
+`/v1/*` and `/metrics` reach the site's served engine (built on first use: it loads the model).
+A §6 lab run gets an engine of its own, with the learner's knobs, reachable only under an
+unguessable base URL `/lab/engines/<token>` for as long as the run lasts: its measurements are
+its own, and the lab drives it through the same HTTP API a learner's script would use.
+"""
+import re
+import secrets
+import threading
+from dataclasses import dataclass
+
+from django.conf import settings
+
+from courseapp.serving.metrics import ServingMetrics
+
+LAB_PREFIX = "/lab/engines/"
+_LAB_PATH = re.compile(r"^/lab/engines/(?P<token>[A-Za-z0-9_-]{16,64})(?P<rest>/v1/.*|/metrics)$")
+
+
+@dataclass(slots=True)
+class Served:
+    engine: object | None  # host.ServingEngine; None until the site's engine is first needed
+    metrics: ServingMetrics
+
+
+_lock = threading.Lock()  # the maps below; held only for a lookup (the event loop takes it)
+_build_lock = threading.Lock()  # held while the site's engine loads (seconds): never on the event loop
+_site: Served | None = None
+_lab: dict[str, Served] = {}
+
+
+def _site_served() -> Served:
+    global _site
+    with _lock:
+        if _site is None:
+            _site = Served(None, ServingMetrics(settings.SERVED_MODEL_NAME, engine=lambda: _site.engine))
+        return _site
+
+
+def served_engine():
+    """The site's engine, built on first use (it loads the model: seconds)."""
+    served = _site_served()
+    with _build_lock:
+        if served.engine is None:
+            from courseapp.demo.host import ServingEngine
+
+            served.engine = ServingEngine(**settings.SERVING_ENGINE)
+        return served.engine
+
+
+def lab_engine_open(**options) -> tuple[str, object]:
+    """A new engine for one lab run (host.ServingEngine options); its token and the engine."""
+    from courseapp.demo.host import ServingEngine
+
+    engine = ServingEngine(**options)
+    token = secrets.token_urlsafe(24)
+    with _lock:
+        _lab[token] = Served(engine, ServingMetrics(settings.SERVED_MODEL_NAME, engine=lambda: engine))
+    return token, engine
+
+
+def lab_engine_close(token: str) -> None:
+    with _lock:
+        served = _lab.pop(token, None)
+    if served is not None:
+        served.engine.stop()
+
+
+def route(path: str) -> tuple[Served | None, str] | None:
+    """(what serves it, the API path) for a path this module answers, else None. A lab path
+    whose run has ended gives (None, path): the caller answers 404."""
+    if path.startswith("/v1/") or path == "/metrics":
+        return _site_served(), path
+    match = _LAB_PATH.match(path)
+    if match is None:
+        return (None, path) if path.startswith(LAB_PREFIX) else None
+    with _lock:
+        return _lab.get(match["token"]), match["rest"]
+
+
+def engine_of(served: Served):
+    """The engine behind a route, building the site's on first use."""
+    return served.engine if served.engine is not None else served_engine()
