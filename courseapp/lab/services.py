@@ -24,10 +24,14 @@ def min_num_blocks() -> int:
 # name → (kind, default, low, high): the engine's knobs a learner may change, and two lab options.
 def knob_table() -> dict:
     engine = settings.SERVING_ENGINE
+
+    def within(value, low, high):  # the site's own setting may lie outside what the lab allows
+        return min(max(value, low), high)
+
     return {
-        "num_blocks": ("int", engine["num_blocks"], min_num_blocks(), 1024),
-        "max_num_seqs": ("int", engine["max_num_seqs"], 1, 64),
-        "max_num_batched_tokens": ("int", engine["max_num_batched_tokens"], 64, 2048),
+        "num_blocks": ("int", within(engine["num_blocks"], min_num_blocks(), 1024), min_num_blocks(), 1024),
+        "max_num_seqs": ("int", within(engine["max_num_seqs"], 1, 64), 1, 64),
+        "max_num_batched_tokens": ("int", within(engine["max_num_batched_tokens"], 64, 2048), 64, 2048),
         "enable_prefix_caching": ("bool", engine["enable_prefix_caching"], None, None),
         "ignore_eos": ("bool", False, None, None),  # every answer runs to max_tokens (vLLM's extension)
         "v0_preemption_warnings": ("bool", False, None, None),  # V0's log warning, as history
@@ -70,8 +74,7 @@ def knobs_clean(data) -> dict:
         if not low <= value <= high:
             raise LabRefused(_("%(name)s must be between %(low)d and %(high)d.") % {"name": name, "low": low, "high": high})
         clean[name] = value
-    if clean["max_num_seqs"] > clean["num_blocks"]:
-        raise LabRefused(_("max_num_seqs cannot exceed num_blocks: every running request needs a block."))
+    # Every running request needs a block: the ranges keep max_num_seqs (≤ 64) under num_blocks (≥ 100).
     return clean
 
 

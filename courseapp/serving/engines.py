@@ -5,6 +5,7 @@ A §6 lab run gets an engine of its own, with the learner's knobs, reachable onl
 unguessable base URL `/lab/engines/<token>` for as long as the run lasts: its measurements are
 its own, and the lab drives it through the same HTTP API a learner's script would use.
 """
+import atexit
 import re
 import secrets
 import threading
@@ -28,6 +29,7 @@ _lock = threading.Lock()  # the maps below; held only for a lookup (the event lo
 _build_lock = threading.Lock()  # held while the site's engine loads (seconds): never on the event loop
 _site: Served | None = None
 _lab: dict[str, Served] = {}
+_registered = False  # stop_all runs at exit
 
 
 def _site_served() -> Served:
@@ -46,7 +48,25 @@ def served_engine():
             from courseapp.demo.host import ServingEngine
 
             served.engine = ServingEngine(**settings.SERVING_ENGINE)
+            _stop_at_exit()
         return served.engine
+
+
+def _stop_at_exit() -> None:
+    global _registered
+    with _lock:
+        if not _registered:
+            atexit.register(stop_all)
+            _registered = True
+
+
+def stop_all() -> None:
+    """Stop every engine thread before the interpreter finalises: one still inside torch then
+    aborts the process (`terminate called without an active exception`; host.EmbeddedHost.shutdown)."""
+    with _lock:
+        engines = [s.engine for s in [_site, *_lab.values()] if s is not None and s.engine is not None]
+    for engine in engines:
+        engine.stop()
 
 
 def lab_engine_open(**options) -> tuple[str, object]:
@@ -54,6 +74,7 @@ def lab_engine_open(**options) -> tuple[str, object]:
     from courseapp.demo.host import ServingEngine
 
     engine = ServingEngine(**options)
+    _stop_at_exit()
     token = secrets.token_urlsafe(24)
     with _lock:
         _lab[token] = Served(engine, ServingMetrics(settings.SERVED_MODEL_NAME, engine=lambda: engine))

@@ -86,3 +86,17 @@ def test_bad_input_raises_in_the_caller(loop):
 
     with pytest.raises(SamplingError):
         loop.submit([1, 2], {"max_tokens": 0})
+
+
+def test_callers_get_the_lock_between_steps_while_the_engine_is_busy(loop):
+    """A snapshot or a new request mid-burst is served between two steps, not after the engine
+    goes idle (an event loop scraping /metrics waits for the snapshot: every stream would stall)."""
+    first = loop.submit([1, 2, 3], SamplingParams(temperature=0, max_tokens=400, ignore_eos=True))
+    outputs = iter(first)
+    next(outputs)  # it is running
+    snap = loop.snapshot()
+    assert snap.num_requests_running == 1, "the snapshot was taken while the first request ran"
+    second = loop.submit([4, 5, 6], SamplingParams(temperature=0, max_tokens=2, ignore_eos=True))
+    assert second.result(timeout=30).finished
+    assert not loop.engine.requests[first.request_id].status.finished, "the short request finished while the long one ran"
+    first.abort()

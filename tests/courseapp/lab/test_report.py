@@ -1,0 +1,55 @@
+"""The report as §6 asks for it: [실험 | 조건 | 측정값 | 출력 원문], the series, the log lines."""
+import csv
+import io
+
+from courseapp.lab import report
+
+
+def test_the_table_has_the_five_experiments_with_their_figures(sample_report):
+    rows = {row["id"]: row for row in report.rows(sample_report)}
+    assert list(rows) == ["1", "2", "3s", "3t", "4", "5"]
+    assert "160.0 토큰/초 (200토큰 ÷ 1.25 s)" in rows["1"]["measure"] and "TTFT 20 ms" in rows["1"]["measure"]
+    assert "요청별 40.0 ~ 50.0 토큰/초 (평균 45.0)" in rows["2"]["measure"]
+    assert "서버 전체 280.7 토큰/초 (1,600토큰 ÷ 5.70 s)" in rows["2"]["measure"]
+    assert rows["2"]["output"].startswith("(8건 모두 같은 출력)\n분류: 배송")
+    assert "1번째 TTFT 200 ms (캐시 0토큰); 2번째 TTFT 20 ms (캐시 1,536토큰)" == rows["3s"]["measure"]
+    assert "프롬프트 1,565토큰" in rows["3t"]["condition"]
+    # The names found in /metrics, as found (here an older alias for KV usage), and the peaks.
+    assert "vllm:gpu_cache_usage_perc" in rows["4"]["condition"]
+    assert "표본 3개; 실행 중 최대 8, 대기 최대 2, KV 사용률 최대 0.950" == rows["4"]["measure"]
+    assert "10:00:06.00 | 8 | 2 | 0.950" in rows["4"]["output"]
+    assert rows["5"]["measure"] == "3 → 5: 선점 2회"
+    assert rows["5"]["output"].startswith("WARNING") and "preempted" in rows["5"]["output"]
+
+
+def test_different_answers_are_each_shown_with_who_gave_them(sample_report):
+    sample_report["concurrent"]["requests"][3]["text"] = "다른 답"
+    output = next(r for r in report.rows(sample_report) if r["id"] == "2")["output"]
+    assert "[#4] 다른 답" in output and "[#1, #2, #3, #5, #6, #7, #8] 분류: 배송" in output
+
+
+def test_no_preempt_line_reads_none_and_unknown_logs_say_so(sample_report):
+    sample_report["logs"] = [entry for entry in sample_report["logs"] if entry["kind"] == "stats"]
+    assert next(r for r in report.rows(sample_report) if r["id"] == "5")["output"] == "없음"
+    sample_report["logs"] = None
+    text = report.as_text(sample_report)
+    assert "--log-file" in text
+
+
+def test_terminal_text_has_the_launch_command_rows_log_during_2_and_script(sample_report):
+    text = report.as_text(sample_report)
+    assert text.startswith("기동 명령 원문: vllm serve x --max-num-seqs 8")
+    for title in ("1. 요청 1건", "2. 같은 요청 8건 동시", "3a. 긴 공통 시스템 프롬프트 ×2", "3b. 맨 앞에 현재 시각 ×2", "4. /metrics 시계열", "5. 선점"):
+        assert f"■ {title}" in text
+    log = text.split("서버 로그 (실험 2 구간의 통계 줄):")[1].split("서버 로그의 preempt 줄:")[0]
+    assert "Running: 8 reqs" in log and "Running: 1 reqs" not in log, "only the lines written during experiment 2"
+    assert "[2] server: 1600 tokens / 5.70 s = 280.7 tok/s" in text
+
+
+def test_csv_has_the_table_the_series_and_the_log(sample_report):
+    rows = list(csv.reader(io.StringIO(report.as_csv(sample_report))))
+    assert rows[0] == ["실험", "조건", "측정값", "출력 원문"]
+    assert [r[0] for r in rows[1:7]] == [r["experiment"] for r in report.rows(sample_report)]
+    assert ["시각", "실행 중", "대기", "KV 사용률"] in rows
+    assert ["10:00:06.00", "8.0", "2.0", "0.95"] in rows
+    assert rows[-1] == ["기동 명령 원문", "vllm serve x --max-num-seqs 8"]
