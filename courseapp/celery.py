@@ -13,3 +13,4 @@ app.autodiscover_tasks()
 # The engine worker's start checks, warm-up, reaper and shutdown (signal handlers; they only
 # fire in a worker). Connected here, before the worker sends its first signal.
 from courseapp.demo import worker as _engine_worker  # noqa: E402,F401
+from courseapp.serving import tasks as _serving_tasks  # noqa: E402,F401  (not an app: autodiscover misses it)

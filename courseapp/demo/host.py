@@ -399,6 +399,15 @@ class ServingEngine:
                 "messages" if messages is not None else "prompt")
         return ids, max_tokens if max_tokens is not None else room
 
+    async def open(self, *, messages: list | None, prompt: str, max_tokens: int | None, sampling: dict, request_id: str):
+        """Prepare and submit from an event loop: (a handle to `async for`, the prompt's tokens).
+        The same call a Celery worker answers in scaled mode (courseapp/serving/remote.py)."""
+        import asyncio
+
+        ids, max_tokens = await asyncio.to_thread(self.prepare, messages=messages, prompt=prompt, max_tokens=max_tokens)
+        handle = self.submit(ids, {**sampling, "max_tokens": max_tokens}, request_id, loop=asyncio.get_running_loop())
+        return handle, len(ids)
+
     def submit(self, ids: list, sampling: dict, request_id: str, loop=None):
         """A handle to iterate (or `async for`) for outputs as tokens arrive."""
         eng = _engine()

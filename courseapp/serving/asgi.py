@@ -152,10 +152,9 @@ async def _generate(served: engines.Served, request: protocol.GenerationRequest,
     request_id = f"{'chatcmpl' if request.chat else 'cmpl'}-{uuid.uuid4().hex}"
     created = int(time.time())
     try:
-        ids, max_tokens = await asyncio.to_thread(
-            engine.prepare, messages=request.messages if request.chat else None, prompt=request.prompt,
-            max_tokens=request.max_tokens)
-        handle = engine.submit(ids, request.sampling(max_tokens), request_id, loop=asyncio.get_running_loop())
+        handle, prompt_tokens = await engine.open(
+            messages=request.messages if request.chat else None, prompt=request.prompt, max_tokens=request.max_tokens,
+            sampling=request.sampling(max_tokens=0), request_id=request_id)
     except ServingRefused as refused:
         raise ApiError(400, str(refused), param=refused.param) from None
 
@@ -170,7 +169,7 @@ async def _generate(served: engines.Served, request: protocol.GenerationRequest,
     watcher = asyncio.create_task(watch_disconnect())
     try:
         if request.stream:
-            await _stream(request, handle, send, gone, request_id=request_id, created=created, prompt_tokens=len(ids),
+            await _stream(request, handle, send, gone, request_id=request_id, created=created, prompt_tokens=prompt_tokens,
                           observe=served.metrics.observe)
         else:
             final = None
@@ -178,7 +177,7 @@ async def _generate(served: engines.Served, request: protocol.GenerationRequest,
                 final = output
             if gone.is_set():
                 return
-            used = protocol.usage(len(ids), len(final.token_ids), final.metrics.num_cached_tokens)
+            used = protocol.usage(prompt_tokens, len(final.token_ids), final.metrics.num_cached_tokens)
             await _json(send, 200, protocol.response(request, request_id=request_id, created=created, text=final.text,
                                                      finish_reason=final.finish_reason, token_usage=used))
             served.metrics.observe(final)

@@ -36,7 +36,7 @@ def _site_served() -> Served:
     global _site
     with _lock:
         if _site is None:
-            _site = Served(None, ServingMetrics(settings.SERVED_MODEL_NAME, engine=lambda: _site.engine))
+            _site = Served(None, ServingMetrics(settings.SERVED_MODEL_NAME, snapshots=_site_snapshots))
         return _site
 
 
@@ -44,7 +44,11 @@ def served_engine():
     """The site's engine, built on first use (it loads the model: seconds)."""
     served = _site_served()
     with _build_lock:
-        if served.engine is None:
+        if served.engine is None and settings.DEMO_HOST == "celery":
+            from courseapp.serving.remote import RemoteEngine
+
+            served.engine = RemoteEngine()  # the engine workers serve it (scaled mode)
+        elif served.engine is None:
             from courseapp.demo.host import ServingEngine
 
             served.engine = ServingEngine(**settings.SERVING_ENGINE)
@@ -64,7 +68,7 @@ def stop_all() -> None:
     """Stop every engine thread before the interpreter finalises: one still inside torch then
     aborts the process (`terminate called without an active exception`; host.EmbeddedHost.shutdown)."""
     with _lock:
-        engines = [s.engine for s in [_site, *_lab.values()] if s is not None and s.engine is not None]
+        engines = [s.engine for s in [_site, *_lab.values()] if s is not None and hasattr(s.engine, "stop")]
     for engine in engines:
         engine.stop()
 
@@ -77,7 +81,7 @@ def lab_engine_open(**options) -> tuple[str, object]:
     _stop_at_exit()
     token = secrets.token_urlsafe(24)
     with _lock:
-        _lab[token] = Served(engine, ServingMetrics(settings.SERVED_MODEL_NAME, engine=lambda: engine))
+        _lab[token] = Served(engine, ServingMetrics(settings.SERVED_MODEL_NAME, snapshots=lambda: snapshots_of(engine)))
     return token, engine
 
 
@@ -98,6 +102,22 @@ def route(path: str) -> tuple[Served | None, str] | None:
         return (None, path) if path.startswith(LAB_PREFIX) else None
     with _lock:
         return _lab.get(match["token"]), match["rest"]
+
+
+def snapshots_of(engine) -> list[tuple[str, object]]:
+    """(engine label, counters and gauges) for /metrics: this process's one engine is "0", as in
+    vLLM (none before the first request built it)."""
+    return [] if engine is None else [("0", engine.snapshot())]
+
+
+def _site_snapshots() -> list[tuple[str, object]]:
+    """Scaled mode: one per engine worker, labelled with the worker's name, whether or not this
+    web process has sent a request yet."""
+    if settings.DEMO_HOST == "celery":
+        from courseapp.serving.remote import worker_snapshots
+
+        return worker_snapshots()
+    return snapshots_of(_site.engine)
 
 
 def engine_of(served: Served):

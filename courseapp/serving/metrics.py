@@ -29,12 +29,12 @@ _FROM_SNAPSHOT = (
 
 
 class ServingMetrics:
-    """One engine's /metrics. `engine` is a callable giving the engine, or None before it is
-    built (a scrape never builds it: zeros until then)."""
+    """One served engine's /metrics. `snapshots` gives [(engine label, snapshot)] at scrape time:
+    one per engine serving it (none before the first request built it: zeros then)."""
 
-    def __init__(self, model_name: str, engine=lambda: None):
+    def __init__(self, model_name: str, snapshots=lambda: []):
         self.model_name = model_name
-        self.engine = engine
+        self.snapshots = snapshots
         self.registry = CollectorRegistry(auto_describe=True)
         self.success = Counter("vllm:request_success", "Count of successfully processed requests.",
                                [*_LABEL, "finished_reason"], registry=self.registry)
@@ -68,15 +68,15 @@ class ServingMetrics:
     def describe(self):
         """The families collect() yields, without asking the engine (called at registration)."""
         for family, metric, help_text, _field in _FROM_SNAPSHOT:
-            yield family(metric, help_text, labels=_LABEL)
+            yield family(metric, help_text, labels=[*_LABEL, "engine"])
 
     def collect(self):
-        """The engine's counters and gauges, read when Prometheus scrapes (a registry collector)."""
-        engine = self.engine()
-        snap = engine.snapshot() if engine is not None else None
+        """The engines' counters and gauges, read when Prometheus scrapes (a registry collector)."""
+        snaps = self.snapshots() or [("0", None)]
         for family, metric, help_text, field in _FROM_SNAPSHOT:
-            sample = family(metric, help_text, labels=_LABEL)
-            sample.add_metric([self.model_name], getattr(snap, field) if snap is not None else 0)
+            sample = family(metric, help_text, labels=[*_LABEL, "engine"])
+            for engine, snap in snaps:
+                sample.add_metric([self.model_name, engine], getattr(snap, field) if snap is not None else 0)
             yield sample
 
     def exposition(self) -> bytes:

@@ -197,7 +197,8 @@ if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": None}]},
+            # An API answer comes back as one message per token (courseapp/serving/remote.py).
+            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": None}], "channel_capacity": {"serving.*": 2000}},
         }
     }
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
@@ -218,7 +219,7 @@ def session_engine(http_workers: int, caches: dict) -> str:
 SESSION_ENGINE = session_engine(HTTP_WORKERS, CACHES)
 
 CELERY_BROKER_URL = REDIS_URL or "memory://"  # an engine worker refuses memory:// (demo/worker.py)
-CELERY_TASK_ROUTES = {"demo.run": {"queue": "engine"}}
+CELERY_TASK_ROUTES = {"demo.run": {"queue": "engine"}, "serving.generate": {"queue": "engine"}}
 CELERY_TASK_ACKS_LATE = True  # a run's message stays in Redis until its run has ended
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1  # a worker takes only what it has seats for; the rest wait, "queued"
 CELERY_TASK_IGNORE_RESULT = True  # runs report through the database; nobody reads task results

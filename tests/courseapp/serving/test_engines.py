@@ -32,7 +32,7 @@ def test_a_lab_engine_answers_under_its_token_until_it_closes(db, settings):
         status, body = call(f"/lab/engines/{token}/v1/models")
         assert status == 200 and body["data"][0]["id"] == settings.SERVED_MODEL_NAME
         status, text = call(f"/lab/engines/{token}/metrics")
-        assert status == 200 and 'vllm:num_requests_running{model_name="munuibot"} 0.0' in text
+        assert status == 200 and 'vllm:num_requests_running{engine="0",model_name="munuibot"} 0.0' in text
         assert engines.route(f"/lab/engines/{token}/v1/models")[0].engine is engine
     finally:
         engines.lab_engine_close(token)

@@ -1,0 +1,130 @@
+"""Scaled mode's served engine, as the web process sees it: requests go to the Celery workers on
+the "engine" queue (courseapp/serving/tasks.py) and their tokens come back through the channel
+layer (Redis), to a channel of this process made for the one request.
+
+    web (ServingApp)                                    engine worker (any one)
+    RemoteEngine.open ──task serving.generate──▶        ServingEngine.open: prepare, submit
+                      ◀──{"type": "accepted"}──         (or {"type": "error"}: 400, the limit named)
+    async for output  ◀──{"type": "output"} …──         one per new token, the last one finished
+    abort()           ──cache flag──▶                   the relay sees it, the engine frees the blocks
+
+The web process never loads torch for this. A request no worker takes within
+DEMO_PICKUP_WITHIN_S fails with 503; a worker gone silent mid-answer ends the answer with an
+error. Each worker's counters and gauges reach /metrics through the cache (labelled `engine`
+with the worker's name: tasks.publish_metrics).
+"""
+import asyncio
+import time
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+
+from django.conf import settings
+from django.core.cache import cache
+
+from courseapp.serving.protocol import ApiError
+
+SILENT_FOR_S = 30  # a worker sends at least a keep-alive every few seconds while a request waits
+METRICS_KEY = "serving-metrics:{}"
+WORKERS_KEY = "serving-metrics-workers"
+
+
+def abort_key(request_id: str) -> str:
+    return f"serving-abort:{request_id}"
+
+
+@dataclass(slots=True)
+class RemoteOutput:
+    """What asgi.py reads of an engine's RequestOutput, rebuilt from the worker's messages."""
+
+    text: str = ""
+    token_ids: list = field(default_factory=list)
+    finished: bool = False
+    finish_reason: str | None = None
+    metrics: SimpleNamespace = field(default_factory=SimpleNamespace)
+
+
+class RemoteHandle:
+    def __init__(self, layer, channel: str, request_id: str):
+        self.layer, self.channel, self.request_id = layer, channel, request_id
+        self.output = RemoteOutput()
+
+    async def __aiter__(self):
+        while not self.output.finished:
+            message = await self._next()
+            if message["type"] == "output":
+                self.output.text = message["text"]
+                self.output.token_ids.extend(message["new_ids"])
+                self.output.finished = message["finished"]
+                self.output.finish_reason = message["finish_reason"]
+                self.output.metrics = SimpleNamespace(**message["metrics"])
+                yield self.output
+            elif message["type"] == "error":
+                raise RuntimeError(f"the engine worker failed: {message['message']}")
+
+    async def _next(self) -> dict:
+        try:
+            return await asyncio.wait_for(self.layer.receive(self.channel), SILENT_FOR_S)
+        except TimeoutError:
+            raise RuntimeError(f"the engine worker stopped answering for {SILENT_FOR_S} s") from None
+
+
+class RemoteEngine:
+    """The same calls asgi.py makes of host.ServingEngine, answered by the engine workers."""
+
+    def __init__(self):
+        from engine.config import EngineConfig  # no torch: the model's config.json says its context
+
+        import json
+        from pathlib import Path
+
+        config = json.loads((Path(EngineConfig().model) / "config.json").read_text())
+        self.max_model_len = config["max_position_embeddings"]
+
+    async def open(self, *, messages, prompt: str, max_tokens, sampling: dict, request_id: str):
+        from channels.layers import get_channel_layer
+
+        from courseapp.demo.host import ServingRefused
+        from courseapp.serving import tasks
+
+        layer = get_channel_layer()
+        channel = await layer.new_channel(prefix="serving")
+        await asyncio.to_thread(tasks.generate.apply_async, kwargs={
+            "request_id": request_id, "messages": messages, "prompt": prompt, "max_tokens": max_tokens,
+            "sampling": sampling, "reply": channel})
+        try:
+            first = await asyncio.wait_for(layer.receive(channel), settings.DEMO_PICKUP_WITHIN_S)
+        except TimeoutError:
+            raise ApiError(503, f"No engine worker took the request within {settings.DEMO_PICKUP_WITHIN_S} s; "
+                                "try again later.", type="service_unavailable", code="no_engine_worker") from None
+        if first["type"] == "refused":
+            raise ServingRefused(first["message"], first.get("param"))
+        if first["type"] == "error":
+            raise ApiError(500, f"The engine worker failed: {first['message']}", type="internal_server_error")
+        return RemoteHandle(layer, channel, request_id), first["prompt_tokens"]
+
+    def abort(self, request_id: str) -> bool:
+        cache.set(abort_key(request_id), True, 600)
+        return True
+
+
+
+def worker_snapshots() -> list[tuple[str, SimpleNamespace]]:
+    """Each live worker's latest counters and gauges, by its name (a worker silent for 15 s drops out)."""
+    workers = cache.get(WORKERS_KEY) or []
+    found = cache.get_many([METRICS_KEY.format(name) for name in workers])
+    return [(name, SimpleNamespace(**found[METRICS_KEY.format(name)])) for name in workers
+            if METRICS_KEY.format(name) in found]
+
+
+def register_worker(name: str) -> None:
+    """A worker adds its name to the list /metrics reads (checked again every publish: converges)."""
+    workers = cache.get(WORKERS_KEY) or []
+    if name not in workers:
+        cache.set(WORKERS_KEY, [*workers, name], None)
+
+
+def publish_snapshot(name: str, snapshot, ttl: int = 15) -> None:
+    fields = ("num_requests_running", "num_requests_waiting", "kv_cache_usage_perc", "prefix_cache_queries_total",
+              "prefix_cache_hits_total", "num_preemptions_total", "prompt_tokens_total", "generation_tokens_total")
+    cache.set(METRICS_KEY.format(name), {f: getattr(snapshot, f) for f in fields} | {"at": time.time()}, ttl)
+    register_worker(name)
