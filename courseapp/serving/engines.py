@@ -49,11 +49,23 @@ def served_engine():
 
             served.engine = RemoteEngine()  # the engine workers serve it (scaled mode)
         elif served.engine is None:
-            from courseapp.demo.host import ServingEngine
-
-            served.engine = ServingEngine(**settings.SERVING_ENGINE)
-            _stop_at_exit()
+            served.engine = new_engine(**settings.SERVING_ENGINE)
         return served.engine
+
+
+def new_engine(**options):
+    """A host.ServingEngine in this (the web) process, with torch on SERVING_TORCH_THREADS threads:
+    by default one core fewer than the machine has, so the event loop that streams its tokens and
+    the page views keep a core (on 2 cores, torch's second thread waited on the loop's and HTTP
+    served 77% of in-process throughput at 8 streams: docs/benchmarks.md)."""
+    import torch
+
+    from courseapp.demo.host import ServingEngine
+
+    torch.set_num_threads(settings.SERVING_TORCH_THREADS)
+    engine = ServingEngine(**options)
+    _stop_at_exit()
+    return engine
 
 
 def _stop_at_exit() -> None:
@@ -75,10 +87,7 @@ def stop_all() -> None:
 
 def lab_engine_open(**options) -> tuple[str, object]:
     """A new engine for one lab run (host.ServingEngine options); its token and the engine."""
-    from courseapp.demo.host import ServingEngine
-
-    engine = ServingEngine(**options)
-    _stop_at_exit()
+    engine = new_engine(**options)
     token = secrets.token_urlsafe(24)
     with _lock:
         _lab[token] = Served(engine, ServingMetrics(settings.SERVED_MODEL_NAME, snapshots=lambda: snapshots_of(engine)))

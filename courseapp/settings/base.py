@@ -169,6 +169,8 @@ SERVED_MODEL_NAME = os.environ.get("SERVED_MODEL_NAME", "munuibot")
 SERVING_API_KEY = os.environ.get("SERVING_API_KEY", "")
 SERVING_MAX_BODY_BYTES = 1024 * 1024
 SERVING_RATE_LIMIT = os.environ.get("SERVING_RATE_LIMIT", "1200/60")  # requests per seconds, per key or address
+# torch threads for the engines in the web process (the API's, the lab's): a core left for its event loop.
+SERVING_TORCH_THREADS = int(os.environ.get("SERVING_TORCH_THREADS", max(1, _CORES - 1)))
 SERVING_ENGINE = {"num_blocks": int(os.environ.get("SERVING_NUM_BLOCKS", "512")),
                   "max_num_seqs": int(os.environ.get("SERVING_MAX_NUM_SEQS", "32")),
                   "max_num_batched_tokens": 512, "enable_prefix_caching": True}
