@@ -223,13 +223,14 @@ class Lab:
         series: list[dict] = []
         done = asyncio.Event()
 
+        async def point() -> dict:
+            values = await self._scrape(http)
+            return {"time": datetime.now().astimezone().strftime("%H:%M:%S.%f")[:-4], "t": round(time.perf_counter() - start, 3),
+                    "running": values.get("running"), "waiting": values.get("waiting"), "kv": values.get("kv")}
+
         async def sample():
             while True:
-                values = await self._scrape(http)
-                now = time.time()
-                series.append({"time": datetime.fromtimestamp(now).astimezone().strftime("%H:%M:%S.%f")[:-4],
-                               "t": round(time.perf_counter() - start, 3), "running": values.get("running"),
-                               "waiting": values.get("waiting"), "kv": values.get("kv")})
+                series.append(await point())
                 try:
                     await asyncio.wait_for(done.wait(), s.sample_every_s)
                     return
@@ -249,10 +250,7 @@ class Lab:
             done.set()
             await sampler
         span = max(m.started + m.elapsed for m in many) - min(m.started for m in many)
-        values = await self._scrape(http)  # once more after the last answer: the queue has drained
-        series.append({"time": datetime.now().astimezone().strftime("%H:%M:%S.%f")[:-4],
-                       "t": round(time.perf_counter() - start, 3), "running": values.get("running"),
-                       "waiting": values.get("waiting"), "kv": values.get("kv")})
+        series.append(await point())  # once more after the last answer: the queue has drained
         return series, list(many), span
 
     async def _shared_prefix(self, api, t0) -> dict:

@@ -8,6 +8,7 @@ the other runs go on.
 import logging
 import threading
 import time
+from pathlib import Path
 
 from django.conf import settings
 from django.db import connections
@@ -48,8 +49,12 @@ def engine_options(knobs: dict) -> dict:
 def launch_command(knobs: dict) -> str:
     """The engine's configuration, written as the `vllm serve` command that would start the same
     server (the lab quotes it as its 기동 명령 원문)."""
+    from engine.config import EngineConfig
+
     e = engine_options(knobs)
-    parts = ["vllm serve engine/models/munuibot-tiny", f"--served-model-name {settings.SERVED_MODEL_NAME}",
+    model = Path(EngineConfig().model)
+    model = model.relative_to(settings.BASE_DIR) if model.is_relative_to(settings.BASE_DIR) else model
+    parts = [f"vllm serve {model}", f"--served-model-name {settings.SERVED_MODEL_NAME}",
              f"--block-size {services.BLOCK_SIZE}", f"--num-gpu-blocks-override {e['num_blocks']}",
              f"--max-num-seqs {e['max_num_seqs']}", f"--max-num-batched-tokens {e['max_num_batched_tokens']}",
              "--enable-prefix-caching" if e["enable_prefix_caching"] else "--no-enable-prefix-caching"]
