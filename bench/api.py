@@ -36,6 +36,7 @@ asserted in tests (tests/bench/test_api_smoke.py only runs `--quick`).
 """
 import argparse
 import asyncio
+import gc
 import os
 import signal
 import socket
@@ -383,6 +384,11 @@ async def measure(args, engine, base_url: str, model: str, meter: "CpuMeter") ->
                     batch = workload(n, args.varied)
                     order = ("in-process", "HTTP") if rep % 2 == 0 else ("HTTP", "in-process")
                     for side in order:
+                        # The earlier phases' garbage (the openai client's objects too) is not the
+                        # engine's: collected, and what lives on frozen, as the server freezes its own
+                        # at startup (courseapp/asgi.py).
+                        gc.collect()
+                        gc.freeze()
                         if side == "in-process":
                             before = meter.read()
                             ones = await run_in_process(engine, batch, args.max_tokens, f"r{rep}n{n}")

@@ -37,7 +37,7 @@ class RequestOutput:
         return cls(
             request_id=req.request_id,
             prompt=req.prompt,
-            prompt_token_ids=list(req.prompt_token_ids),
+            prompt_token_ids=req.prompt_token_ids,  # the prompt never changes: shared, not copied per token
             token_ids=list(req.output_token_ids),
             text=req.text,
             finished=req.status.finished,
