@@ -10,7 +10,8 @@ workload — one chat request (the model's own system prompt, `courseapp.lab.exp
 temperature 0, `max_tokens` 200, streamed) sent N times at once — two ways, side by side in one
 run:
 
-  in-process  a `courseapp.demo.host.ServingEngine` built in this process with the server's own
+  in-process  a `courseapp.demo.host.ServingEngine` built in a process of its own (as the server's:
+              courseapp/serving/engines.new_engine, then the startup's objects frozen) with the server's own
               settings (`settings.SERVING_ENGINE`: the same engine, KV pool and step thread that
               `/v1` uses), requests prepared and submitted from asyncio and their outputs
               iterated with `async for`, as the server's handler does;
@@ -37,6 +38,7 @@ asserted in tests (tests/bench/test_api_smoke.py only runs `--quick`).
 import argparse
 import asyncio
 import gc
+import json
 import os
 import signal
 import socket
@@ -129,11 +131,12 @@ def _cpu_of(pid: int | None) -> float:
 
 
 class CpuMeter:
-    def __init__(self, server_pid: int | None):
-        self.server_pid = server_pid
+    def __init__(self, server_pid: int | None, in_process_pid: int | None):
+        self.server_pid, self.in_process_pid = server_pid, in_process_pid
 
     def read(self) -> dict:
-        return {"bench": _cpu_of(None), "server": _cpu_of(self.server_pid) if self.server_pid else 0.0}
+        return {"bench": _cpu_of(None), "server": _cpu_of(self.server_pid) if self.server_pid else 0.0,
+                "in-process": _cpu_of(self.in_process_pid) if self.in_process_pid else 0.0}
 
 
 # --- in-process --------------------------------------------------------------------------------
@@ -162,6 +165,65 @@ async def _in_process_one(engine, messages: list, max_tokens: int, tag: str) -> 
 
 async def run_in_process(engine, batch: list, max_tokens: int, tag: str) -> list[One]:
     return await asyncio.gather(*[_in_process_one(engine, m, max_tokens, f"{tag}-{i}") for i, m in enumerate(batch)])
+
+
+class InProcess:
+    """The in-process side in a process of its own (`--in-process-worker`), built like the server's:
+    the engine, an event loop reading its outputs, the startup's objects frozen — and nothing else.
+    Sharing the benchmark's process, it paid for the openai client's garbage and event loop: its
+    engine then spent more CPU on the same tokens than the server's did (docs/benchmarks.md)."""
+
+    def __init__(self):
+        self.proc = subprocess.Popen([sys.executable, "-m", "bench.api", "--in-process-worker"], cwd=ROOT,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env={**os.environ})
+        ready = self.proc.stdout.readline()
+        if not ready:
+            raise RuntimeError(f"the in-process worker exited ({self.proc.wait()})")
+        self.pid = self.proc.pid
+
+    def _call(self, command: dict) -> list[One]:
+        self.proc.stdin.write(json.dumps(command) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the in-process worker exited ({self.proc.wait()})")
+        return [One(**one) for one in json.loads(line)]
+
+    async def run(self, n: int, varied: bool, max_tokens: int, tag: str) -> list[One]:
+        return await asyncio.to_thread(self._call, {"n": n, "varied": varied, "max_tokens": max_tokens, "tag": tag})
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+def in_process_worker() -> int:
+    """`--in-process-worker`: build the served engine as the server does, then answer one phase per
+    line of stdin ({"n", "varied", "max_tokens", "tag"}) with its requests as one JSON line."""
+    from dataclasses import asdict
+
+    _django()
+    from django.conf import settings
+
+    from courseapp.serving.engines import new_engine
+
+    engine = new_engine(**settings.SERVING_ENGINE)
+    gc.collect()
+    gc.freeze()  # as courseapp/asgi.py does once the server is built
+    print("ready", flush=True)
+    try:
+        for line in sys.stdin:
+            command = json.loads(line)
+            ones = asyncio.run(run_in_process(engine, workload(command["n"], command["varied"]), command["max_tokens"],
+                                              command["tag"]))
+            print(json.dumps([asdict(one) for one in ones]), flush=True)
+    finally:
+        engine.stop()
+    return 0
 
 
 # --- HTTP --------------------------------------------------------------------------------------
@@ -290,11 +352,13 @@ def paired_ratio(results: dict, n: int) -> float:
 
 
 def report(results: dict, streams: list[int], args, config: dict, model: str) -> list[str]:
+    from django.conf import settings
+
     lines = [
         f"§6 experiment 2 workload: {'the demo inquiries, cycled' if args.varied else 'one chat request'} "
         f"(SYSTEM_PROMPT + {'INQUIRIES' if args.varied else 'QUESTION'}), temperature 0, max_tokens {args.max_tokens}, "
         f"streamed, ignore_eos (every request generates exactly {args.max_tokens} tokens on both sides)",
-        f"engine (settings.SERVING_ENGINE, both sides): {config}  model {model}; torch threads {_torch_threads()}, "
+        f"engine (settings.SERVING_ENGINE, both sides): {config}  model {model}; torch threads {settings.SERVING_TORCH_THREADS}, "
         f"{os.cpu_count()} CPUs; repeats {args.repeat}"
         + (" (tok/s: median of the runs; HTTP/in-proc: median of each run's ratio; TTFT/ITL: percentiles over all "
            "runs' samples)" if args.repeat > 1 else ""),
@@ -321,7 +385,7 @@ def report(results: dict, streams: list[int], args, config: dict, model: str) ->
         "TTFT, ITL: as the caller sees them (send → first text; gaps between text chunks). engine TTFT: the mean of",
         "the engine's own arrival → first token (in-process: each output's metrics; HTTP: /metrics' histogram),",
         "so TTFT − engine TTFT is what happens before the request reaches the engine. CPU s: seconds of CPU in",
-        "this process (in-process phases: the engine; HTTP phases: the openai client) and in the server's.",
+        "the side's own process (in-process phases: the engine's process; HTTP phases: the openai client's) and in the server's.",
         "",
     ]
     judged = False
@@ -339,12 +403,6 @@ def report(results: dict, streams: list[int], args, config: dict, model: str) ->
     if not judged:
         lines.append("targets: judged at 8 and 32 streams only (not run here)")
     return lines
-
-
-def _torch_threads() -> int:
-    import torch
-
-    return torch.get_num_threads()
 
 
 # --- main --------------------------------------------------------------------------------------
@@ -366,7 +424,7 @@ def parse(argv=None):
     return args
 
 
-async def measure(args, engine, base_url: str, model: str, meter: "CpuMeter") -> dict:
+async def measure(args, engine: InProcess, base_url: str, model: str, meter: "CpuMeter") -> dict:
     """Every phase, interleaved, in one event loop; {(streams, side): [Phase, …]}."""
     import httpx2 as httpx  # what the openai client itself uses
     from openai import AsyncOpenAI
@@ -377,33 +435,30 @@ async def measure(args, engine, base_url: str, model: str, meter: "CpuMeter") ->
     async with httpx.AsyncClient(timeout=60, headers={"Authorization": f"Bearer {key}"}) as http:
         try:
             # One discarded warm-up on each side (torch's first steps, the prefix cache, a connection).
-            await run_in_process(engine, workload(1, args.varied), args.max_tokens, "warm")
+            await engine.run(1, args.varied, args.max_tokens, "warm")
             await run_http(api, model, workload(1, args.varied), args.max_tokens)
             for rep in range(args.repeat):
                 for n in args.stream_counts:
-                    batch = workload(n, args.varied)
                     order = ("in-process", "HTTP") if rep % 2 == 0 else ("HTTP", "in-process")
                     for side in order:
-                        # The earlier phases' garbage (the openai client's objects too) is not the
-                        # engine's: collected, and what lives on frozen, as the server freezes its own
-                        # at startup (courseapp/asgi.py).
-                        gc.collect()
-                        gc.freeze()
                         if side == "in-process":
                             before = meter.read()
-                            ones = await run_in_process(engine, batch, args.max_tokens, f"r{rep}n{n}")
+                            ones = await engine.run(n, args.varied, args.max_tokens, f"r{rep}n{n}")
                             after = meter.read()
                             engine_ttfts = [o.engine_ttft for o in ones if o.engine_ttft is not None]
                             engine_ttft = sum(engine_ttfts) / len(engine_ttfts) if engine_ttfts else None
                         else:
                             ttft_before = await engine_ttft_totals(http, base_url, model)
                             before = meter.read()
-                            ones = await run_http(api, model, batch, args.max_tokens)
+                            ones = await run_http(api, model, workload(n, args.varied), args.max_tokens)
                             after = meter.read()
                             ttft_after = await engine_ttft_totals(http, base_url, model)
                             count = ttft_after[1] - ttft_before[1]
                             engine_ttft = (ttft_after[0] - ttft_before[0]) / count if count else None
-                        phase = Phase(side, n, ones, {k: after[k] - before[k] for k in after}, engine_ttft)
+                        # CPU: the side's own process (the in-process worker, or this one's openai client), and the server's.
+                        own = "in-process" if side == "in-process" else "bench"
+                        cpu = {"bench": after[own] - before[own], "server": after["server"] - before["server"]}
+                        phase = Phase(side, n, ones, cpu, engine_ttft)
                         phases.setdefault((n, side), []).append(phase)
                         print(f"  run {rep + 1}/{args.repeat}, {n} streams, {side}: {phase.tokens} tokens in "
                               f"{phase.span:.2f} s = {phase.tok_s:.1f} tok/s", flush=True)
@@ -414,8 +469,7 @@ async def measure(args, engine, base_url: str, model: str, meter: "CpuMeter") ->
     return phases
 
 
-def main(argv=None) -> int:
-    args = parse(argv)
+def _django() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "courseapp.settings.dev")  # what `make run` uses
     os.chdir(ROOT)
     import django
@@ -423,13 +477,19 @@ def main(argv=None) -> int:
     django.setup()
     import logging
 
-    from django.conf import settings
-
-    # Django's logging config prints one INFO line per request, and the in-process engine's periodic
-    # stats line (the server's goes to its log).
+    # Django's logging config prints one INFO line per request, and the engine's periodic stats
+    # line (the server's goes to its log).
     for name in ("httpx", "httpx2", "openai", "engine.stats"):
         logging.getLogger(name).setLevel(logging.WARNING)
-    from courseapp.serving.engines import new_engine
+
+
+def main(argv=None) -> int:
+    if argv is None and sys.argv[1:] == ["--in-process-worker"]:
+        return in_process_worker()
+    args = parse(argv)
+    _django()
+
+    from django.conf import settings
 
     config = dict(settings.SERVING_ENGINE)
     port = args.port or free_port()
@@ -438,12 +498,12 @@ def main(argv=None) -> int:
     log_path = Path(tmp.name) / "daphne.log"
     engine = proc = None
     try:
-        engine = new_engine(**config)  # as the server builds its own: SERVING_TORCH_THREADS
+        engine = InProcess()  # the engine as the server builds it (SERVING_TORCH_THREADS), in its own process
         proc = start_server(port, log_path)
         model = wait_ready(proc, base_url, log_path)
         print(f"server: {' '.join(proc.args)} (pid {proc.pid}, settings {os.environ['DJANGO_SETTINGS_MODULE']})",
               flush=True)
-        phases = asyncio.run(measure(args, engine, base_url, model, CpuMeter(proc.pid)))
+        phases = asyncio.run(measure(args, engine, base_url, model, CpuMeter(proc.pid, engine.pid)))
     except BaseException:
         if log_path.exists():
             print(f"--- server log (tail) ---\n{log_path.read_text()[-3000:]}", file=sys.stderr)
