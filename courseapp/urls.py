@@ -12,6 +12,7 @@ urlpatterns = [
     path("questions/", include("courseapp.quizzes.urls")),
     path("demo/", include("courseapp.demo.urls")),
     path("lab/", include("courseapp.lab.urls")),
+    path("", include("courseapp.instructor.urls")),
     path("progress/", learner_views.progress, name="progress"),
     path("accounts/login/", learner_views.GuestKeepingLoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),

@@ -32,6 +32,7 @@ INSTALLED_APPS = [
     "courseapp.quizzes",
     "courseapp.demo",
     "courseapp.lab",
+    "courseapp.instructor",
 ]
 
 MIDDLEWARE = [

@@ -1,0 +1,50 @@
+"""Classes (cohorts): who teaches them, who learns in them. Learners join with a code or an
+invite link; instructors are accounts in the "instructors" group (roles.py)."""
+import secrets
+
+from django.conf import settings
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+# No 0/O, 1/I/L: a code read off a projector is typed right the first time.
+CODE_ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"
+CODE_LENGTH = 8
+
+
+def new_join_code() -> str:
+    return "".join(secrets.choice(CODE_ALPHABET) for _ in range(CODE_LENGTH))
+
+
+class Cohort(models.Model):
+    name = models.CharField(_("name"), max_length=100)
+    lesson = models.ForeignKey("lessons.Lesson", on_delete=models.PROTECT, related_name="cohorts")
+    join_code = models.CharField(_("join code"), max_length=16, unique=True, default=new_join_code)
+    instructors = models.ManyToManyField(settings.AUTH_USER_MODEL, related_name="taught_cohorts", blank=True)
+    archived = models.BooleanField(_("archived"), default=False)  # no new members; its data stays
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        permissions = [("teach_cohort", "Can teach classes: see their dashboards and learners' attempts")]
+
+    def __str__(self):
+        return self.name
+
+
+class Membership(models.Model):
+    class Via(models.TextChoices):
+        CODE = "code", _("join code")
+        LTI = "lti", _("LTI launch")
+        ADMIN = "admin", _("added by an administrator")
+
+    cohort = models.ForeignKey(Cohort, on_delete=models.CASCADE, related_name="memberships")
+    learner = models.ForeignKey("learners.Learner", on_delete=models.CASCADE, related_name="memberships")
+    via = models.CharField(max_length=8, choices=Via.choices, default=Via.CODE)
+    joined_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["joined_at"]
+        constraints = [models.UniqueConstraint(fields=["cohort", "learner"], name="member_once")]
+
+    def __str__(self):
+        return f"{self.learner} in {self.cohort}"

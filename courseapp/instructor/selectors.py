@@ -1,0 +1,90 @@
+"""Reads for instructors: their classes, a class's roster × objectives mastery, one learner's
+attempts. Every read is scoped: an instructor reaches only classes they teach, and a learner
+only through a class they belong to."""
+from dataclasses import dataclass
+
+from courseapp.instructor.models import Cohort, Membership
+from courseapp.lessons.outline import outline_for
+from courseapp.quizzes.models import Attempt
+
+BASES = ("latest", "first")  # which attempt at each question counts: the most recent, or the first try
+
+
+def cohorts_taught(user) -> list[Cohort]:
+    if user.is_superuser:
+        return list(Cohort.objects.select_related("lesson"))
+    return list(user.taught_cohorts.select_related("lesson"))
+
+
+def cohort_for(user, cohort_id) -> Cohort | None:
+    """The class if this user teaches it, else None (as good as missing)."""
+    cohorts = Cohort.objects.select_related("lesson").filter(pk=cohort_id)
+    if not user.is_superuser:
+        cohorts = cohorts.filter(instructors=user)
+    return cohorts.first()
+
+
+def member(cohort: Cohort, learner_id) -> Membership | None:
+    return cohort.memberships.select_related("learner__user").filter(learner_id=learner_id).first()
+
+
+@dataclass(frozen=True, slots=True)
+class Cell:
+    score: float | None  # 0 … 1 over the objective's questions; None: none answered
+    answered: int
+    total: int
+
+    @property
+    def percent(self) -> int | None:
+        return None if self.score is None else round(self.score * 100)
+
+    @property
+    def band(self) -> str:
+        """For the heat map's colour (the cell also says its number)."""
+        if self.score is None:
+            return "none"
+        return ("low", "mid", "high", "top")[min(3, int(self.score * 4))]
+
+
+@dataclass(frozen=True, slots=True)
+class RosterRow:
+    membership: Membership
+    cells: list  # one Cell per objective, in the lesson's order
+    answered: int  # questions answered at least once
+
+
+def scores_by_learner(learner_ids, question_ids, basis: str) -> dict[int, dict[int, float]]:
+    """learner → question → the score of their latest (or first) attempt at it, in one query."""
+    wanted = set(question_ids)
+    out: dict[int, dict[int, float]] = {}
+    rows = Attempt.objects.filter(learner_id__in=list(learner_ids)).order_by("created_at", "pk").values_list(
+        "learner_id", "question_id", "score")
+    for learner_id, question_id, score in rows:
+        if question_id not in wanted:
+            continue
+        seen = out.setdefault(learner_id, {})
+        if basis == "latest" or question_id not in seen:
+            seen[question_id] = score
+    return out
+
+
+def roster(cohort: Cohort, basis: str = "latest") -> tuple[list, list[RosterRow]]:
+    """(the lesson's objectives, one row per member): mastery per objective as the mean over its
+    questions, an unanswered question counting 0 once any of the objective's is answered."""
+    grouped = outline_for(cohort.lesson).questions_by_objective()
+    memberships = list(cohort.memberships.select_related("learner__user"))
+    scores = scores_by_learner([m.learner_id for m in memberships], [q.pk for _, qs in grouped for q in qs], basis)
+    rows = []
+    for m in memberships:
+        mine = scores.get(m.learner_id, {})
+        cells = []
+        for _objective, questions in grouped:
+            answered = [mine[q.pk] for q in questions if q.pk in mine]
+            cells.append(Cell(sum(answered) / len(questions) if answered else None, len(answered), len(questions)))
+        rows.append(RosterRow(m, cells, len(mine)))
+    return [objective for objective, _ in grouped], rows
+
+
+def learner_attempts(cohort: Cohort, learner_id) -> list[Attempt]:
+    return list(Attempt.objects.filter(learner_id=learner_id, question__objective__lesson=cohort.lesson)
+                .select_related("question", "question__objective").order_by("-created_at", "-pk"))

@@ -1,0 +1,51 @@
+"""Writes for classes: make one, join one (by code), make an instructor."""
+from django.contrib.auth import get_user_model
+from django.db import IntegrityError, transaction
+from django.utils.translation import gettext as _
+
+from courseapp.instructor.models import Cohort, Membership
+from courseapp.instructor.roles import instructors_group
+
+
+class JoinRefused(ValueError):
+    """The message says why (unknown code, archived class)."""
+
+
+def cohort_create(*, instructor, name: str, lesson) -> Cohort:
+    name = " ".join(name.split())[:100]
+    if not name:
+        raise ValueError(_("Give the class a name."))
+    with transaction.atomic():
+        cohort = Cohort.objects.create(name=name, lesson=lesson)
+        cohort.instructors.add(instructor)
+    return cohort
+
+
+def cohort_join(*, learner, code: str, via: str = Membership.Via.CODE) -> tuple[Cohort, bool]:
+    """(the class, whether this joined it just now). Codes are read case-insensitively."""
+    code = "".join(code.split()).upper()
+    cohort = Cohort.objects.filter(join_code=code).first()
+    if cohort is None:
+        raise JoinRefused(_("No class has the code %(code)s.") % {"code": code[:16]})
+    if cohort.archived:
+        raise JoinRefused(_("The class %(name)s is closed to new members.") % {"name": cohort.name})
+    try:
+        with transaction.atomic():
+            _membership, created = Membership.objects.get_or_create(cohort=cohort, learner=learner, defaults={"via": via})
+    except IntegrityError:  # joined at the same moment from another tab
+        created = False
+    return cohort, created
+
+
+def instructor_make(*, username: str, password: str | None = None, email: str = ""):
+    """An account in the instructors group (made, or an existing one added). Returns (user, created)."""
+    User = get_user_model()
+    user, created = User.objects.get_or_create(username=username, defaults={"email": email})
+    if password:
+        user.set_password(password)
+        user.save()
+    elif created:
+        user.set_unusable_password()
+        user.save()
+    user.groups.add(instructors_group())
+    return user, created

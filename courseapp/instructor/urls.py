@@ -1,0 +1,12 @@
+from django.urls import path
+
+from courseapp.instructor import views
+
+app_name = "instructor"
+urlpatterns = [
+    path("teach/", views.teach_index, name="index"),
+    path("teach/classes/<int:cohort_id>/", views.cohort_dashboard, name="cohort"),
+    path("teach/classes/<int:cohort_id>/learners/<int:learner_id>/", views.cohort_learner, name="learner"),
+    path("classes/join/", views.join, name="join"),
+    path("classes/join/<str:code>/", views.join, name="join-code"),
+]

@@ -1,0 +1,100 @@
+"""Instructor pages (`/teach/`) and joining a class (`/classes/join/`). Instructor pages need the
+instructor role and show only the classes the account teaches (another class: 404); joining
+writes only on POST."""
+from functools import wraps
+
+from django.contrib.auth.views import redirect_to_login
+from django.http import Http404
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from courseapp.demo import limits
+from courseapp.instructor import selectors, services
+from courseapp.instructor.roles import is_instructor
+from courseapp.learners.services import learner_get
+from courseapp.lessons.models import Lesson
+
+JOIN_TRIES_PER_MINUTE = 10  # per address: a code cannot be guessed by trying
+
+
+def instructor_required(view):
+    @wraps(view)
+    def wrapped(request, *args, **kwargs):
+        if not request.user.is_authenticated:
+            return redirect_to_login(request.get_full_path())
+        if not is_instructor(request.user):
+            return render(request, "403.html", {"message": _("This page is for the class's instructors.")}, status=403)
+        return view(request, *args, **kwargs)
+
+    return wrapped
+
+
+def _cohort(request, cohort_id):
+    cohort = selectors.cohort_for(request.user, cohort_id)
+    if cohort is None:
+        raise Http404
+    return cohort
+
+
+@instructor_required
+@require_http_methods(["GET", "POST"])
+def teach_index(request):
+    error = ""
+    if request.method == "POST":
+        lesson = Lesson.objects.filter(available=True).order_by("number").first()
+        try:
+            cohort = services.cohort_create(instructor=request.user, name=request.POST.get("name", ""), lesson=lesson)
+        except ValueError as exc:
+            error = str(exc)
+        else:
+            return redirect("instructor:cohort", cohort_id=cohort.pk)
+    return render(request, "instructor/index.html", {"cohorts": selectors.cohorts_taught(request.user), "error": error},
+                  status=400 if error else 200)
+
+
+@instructor_required
+@require_GET
+def cohort_dashboard(request, cohort_id):
+    cohort = _cohort(request, cohort_id)
+    basis = request.GET.get("basis") if request.GET.get("basis") in selectors.BASES else "latest"
+    objectives, rows = selectors.roster(cohort, basis)
+    context = {"cohort": cohort, "objectives": objectives, "rows": rows, "basis": basis,
+               "join_url": request.build_absolute_uri(reverse("instructor:join-code", args=[cohort.join_code]))}
+    template = "instructor/partials/heatmap.html" if request.htmx else "instructor/cohort.html"
+    return render(request, template, context)
+
+
+@instructor_required
+@require_GET
+def cohort_learner(request, cohort_id, learner_id):
+    cohort = _cohort(request, cohort_id)
+    membership = selectors.member(cohort, learner_id)
+    if membership is None:
+        raise Http404
+    from courseapp.learners.selectors import sections_with_read
+
+    return render(request, "instructor/learner.html", {
+        "cohort": cohort, "membership": membership,
+        "attempts": selectors.learner_attempts(cohort, learner_id),
+        "sections": sections_with_read(learner=membership.learner, lesson=cohort.lesson),
+    })
+
+
+@require_http_methods(["GET", "POST"])
+def join(request, code: str = ""):
+    """GET: the form (an invite link fills in the code); POST: join. A guest becomes a learner here."""
+    error, status = "", 200
+    if request.method == "POST":
+        address = request.META.get("REMOTE_ADDR") or "?"
+        if not limits.hit(key=f"join:{address}", limit=JOIN_TRIES_PER_MINUTE, window=60):
+            error, status = _("Too many tries. Wait a minute and try again."), 429
+        else:
+            try:
+                cohort, _joined = services.cohort_join(learner=learner_get(request, create=True), code=request.POST.get("code", ""))
+            except services.JoinRefused as exc:
+                error, status = str(exc), 400
+            else:
+                return render(request, "instructor/joined.html", {"cohort": cohort})
+    return render(request, "instructor/join.html", {"code": code or request.POST.get("code", ""), "error": error}, status=status)

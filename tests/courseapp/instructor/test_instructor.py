@@ -1,0 +1,119 @@
+"""Classes and roles: who may see a class's dashboard, what the heat map says (checked by hand on
+a small class), joining by code, and making an instructor."""
+import io
+
+import pytest
+from django.core.management import call_command
+from django.test import Client
+from django.urls import reverse
+
+from courseapp.instructor import selectors, services
+from courseapp.instructor.models import Cohort, Membership
+from courseapp.instructor.roles import is_instructor
+from courseapp.learners.models import Learner
+from courseapp.quizzes.models import Attempt
+from tests.factories import LessonFactory, ObjectiveFactory, UserFactory, make_question
+
+pytestmark = pytest.mark.django_db
+MC = {"type": "single", "choices": [{"id": "a", "text": "가"}, {"id": "b", "text": "나"}], "answer": "a"}
+
+
+@pytest.fixture
+def small_class():
+    """Two objectives: q1, q2 under the first, q3 under the second; two learners."""
+    lesson = LessonFactory()
+    first, second = ObjectiveFactory(lesson=lesson, order=1), ObjectiveFactory(lesson=lesson, order=2)
+    q1, q2 = make_question(objective=first, data={"id": "q1", **MC}), make_question(objective=first, data={"id": "q2", **MC})
+    q3 = make_question(objective=second, data={"id": "q3", **MC})
+    teacher = services.instructor_make(username="teacher", password="correct-horse-battery")[0]
+    cohort = services.cohort_create(instructor=teacher, name="  월요일   오전반 ", lesson=lesson)
+    ana, ben = Learner.objects.create(user=UserFactory(username="ana")), Learner.objects.create(user=UserFactory(username="ben"))
+    for learner in (ana, ben):
+        Membership.objects.create(cohort=cohort, learner=learner)
+    for learner, question, score in ((ana, q1, 0.0), (ana, q1, 1.0), (ana, q2, 1.0), (ben, q3, 0.5), (ben, q3, 0.0)):
+        Attempt.objects.create(learner=learner, question=question, response={}, score=score, nonce=f"n{Attempt.objects.count()}")
+    return cohort, teacher, ana, ben
+
+
+def cells(cohort, basis):
+    _objectives, rows = selectors.roster(cohort, basis)
+    return {str(row.membership.learner): [c.percent for c in row.cells] for row in rows}
+
+
+def test_the_heat_map_is_each_objectives_mean_latest_or_first(small_class):
+    cohort, *_ = small_class
+    assert cohort.name == "월요일 오전반"
+    assert cells(cohort, "latest") == {"ana": [100, None], "ben": [None, 0]}
+    assert cells(cohort, "first") == {"ana": [50, None], "ben": [None, 50]}
+    _objectives, rows = selectors.roster(cohort, "latest")
+    assert [r.answered for r in rows] == [2, 1]
+
+
+def login(username):
+    from django.contrib.auth import get_user_model
+
+    client = Client()
+    client.force_login(get_user_model().objects.get(username=username))
+    return client
+
+
+def test_only_the_classes_instructors_see_its_dashboard_and_learners(small_class):
+    cohort, teacher, ana, _ben = small_class
+    dashboard = reverse("instructor:cohort", args=[cohort.pk])
+    drill = reverse("instructor:learner", args=[cohort.pk, ana.pk])
+    page = login("teacher").get(dashboard).content.decode()
+    assert "ana" in page and "100%" in page and cohort.join_code in page
+    assert "q1" in login("teacher").get(drill).content.decode()
+
+    assert Client().get(dashboard).status_code == 302, "anonymous: to the login page"
+    assert login("ana").get(dashboard).status_code == 403, "a learner is no instructor"
+    assert login("ana").get(reverse("instructor:index")).status_code == 403
+    services.instructor_make(username="other", password="correct-horse-battery")
+    other = login("other")
+    assert other.get(reverse("instructor:index")).status_code == 200
+    assert other.get(dashboard).status_code == 404 and other.get(drill).status_code == 404, "not their class"
+    stranger = Learner.objects.create()
+    assert login("teacher").get(reverse("instructor:learner", args=[cohort.pk, stranger.pk])).status_code == 404, \
+        "a learner outside the class is not reachable through it"
+
+
+def test_first_try_basis_is_a_partial_for_htmx(small_class):
+    cohort, *_ = small_class
+    response = login("teacher").get(reverse("instructor:cohort", args=[cohort.pk]), {"basis": "first"}, HTTP_HX_REQUEST="true")
+    html = response.content.decode()
+    assert "<html" not in html and "50%" in html and 'href="?basis=first"' in html
+
+
+def test_joining_writes_only_on_post_and_names_a_wrong_code(small_class, client):
+    cohort, *_ = small_class
+    page = client.get(reverse("instructor:join-code", args=[cohort.join_code])).content.decode()
+    assert f'value="{cohort.join_code}"' in page and Learner.objects.count() == 2
+    bad = client.post(reverse("instructor:join"), {"code": "NOPE1234"})
+    assert bad.status_code == 400 and "NOPE1234" in bad.content.decode()
+    joined = client.post(reverse("instructor:join"), {"code": cohort.join_code.lower()})
+    assert joined.status_code == 200 and cohort.name in joined.content.decode()
+    assert cohort.memberships.count() == 3
+    client.post(reverse("instructor:join"), {"code": cohort.join_code})
+    assert cohort.memberships.count() == 3, "joining twice is one membership"
+    Cohort.objects.filter(pk=cohort.pk).update(archived=True)
+    assert Client().post(reverse("instructor:join"), {"code": cohort.join_code}).status_code == 400
+
+
+def test_guessing_codes_is_limited_per_address(client, settings):
+    for _ in range(10):
+        client.post(reverse("instructor:join"), {"code": "WRONG123"})
+    assert client.post(reverse("instructor:join"), {"code": "WRONG123"}).status_code == 429
+
+
+def test_create_instructor_makes_an_account_with_the_role():
+    out = io.StringIO()
+    call_command("create_instructor", "kim", "--password", "correct-horse-battery", stdout=out)
+    from django.contrib.auth import get_user_model
+
+    kim = get_user_model().objects.get(username="kim")
+    assert is_instructor(kim) and kim.check_password("correct-horse-battery") and "/teach/" in out.getvalue()
+    learner = UserFactory()
+    assert not is_instructor(learner)
+    call_command("create_instructor", learner.username, stdout=io.StringIO())
+    learner = get_user_model().objects.get(pk=learner.pk)
+    assert is_instructor(learner) and learner.check_password("correct-horse-battery"), "an existing account keeps its password"
