@@ -3,6 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from courseapp import views
+from courseapp.api.api import api
 from courseapp.learners import views as learner_views
 from courseapp.lessons import views as lesson_views
 
@@ -13,6 +14,7 @@ urlpatterns = [
     path("demo/", include("courseapp.demo.urls")),
     path("lab/", include("courseapp.lab.urls")),
     path("", include("courseapp.instructor.urls")),
+    path("api/", api.urls),
     path("progress/", learner_views.progress, name="progress"),
     path("accounts/login/", learner_views.GuestKeepingLoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),

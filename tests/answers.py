@@ -42,3 +42,15 @@ def wrong_form(q) -> dict:
         f"match-{shown_id(q, 'left', left)}": shown_id(q, "right", right)
         for left, right in zip(lefts, rights[1:] + rights[:1])
     }
+
+
+def api_response(q, right: bool = True) -> dict:
+    """The grading API's response shape (courseapp/api), from the same right or wrong form."""
+    form = right_form(q) if right else wrong_form(q)
+    if q.type == "single":
+        return {"choice": form["choice"]}
+    if q.type == "multi":
+        return {"choices": form["choice"]}
+    if q.type in ("numeric", "short", "ordering"):
+        return form
+    return {"pairs": {name.removeprefix("match-"): value for name, value in form.items()}}

@@ -35,6 +35,7 @@ class Membership(models.Model):
     class Via(models.TextChoices):
         CODE = "code", _("join code")
         LTI = "lti", _("LTI launch")
+        API = "api", _("named by an API client")
         ADMIN = "admin", _("added by an administrator")
 
     cohort = models.ForeignKey(Cohort, on_delete=models.CASCADE, related_name="memberships")

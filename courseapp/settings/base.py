@@ -33,6 +33,7 @@ INSTALLED_APPS = [
     "courseapp.demo",
     "courseapp.lab",
     "courseapp.instructor",
+    "courseapp.api",
 ]
 
 MIDDLEWARE = [
@@ -259,3 +260,7 @@ LAB_RUNS_PER_HOUR = int(os.environ.get("LAB_RUNS_PER_HOUR", "12"))  # per learne
 LAB_MAX_RUN_S = 600  # a run that takes longer fails (its requests time out)
 LAB_STALE_S = 60  # a queued or running run whose thread stayed silent this long has died with its server
 LAB_BASE_URL = os.environ.get("LAB_BASE_URL", "")  # how the lab reaches this server; default: the page's own address
+
+# Quiz grading API (courseapp/api): requests per token per minute.
+GRADING_API_RATE_PER_MINUTE = int(os.environ.get("GRADING_API_RATE_PER_MINUTE", "6000"))
+GRADING_API_PAGE_SIZE = 50

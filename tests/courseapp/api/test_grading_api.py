@@ -1,0 +1,154 @@
+"""The quiz grading API as another system uses it: tokens and their classes, questions without
+answers, grading every question type, retries with Idempotency-Key, one error shape."""
+import io
+import json
+
+import pytest
+from django.conf import settings
+from django.core.management import call_command
+from django.test import Client
+
+from courseapp.api.models import ApiClient, IdempotentAnswer
+from courseapp.instructor import services as classes
+from courseapp.lessons.loader import content_load
+from courseapp.lessons.models import Lesson
+from courseapp.quizzes.models import Attempt, Question
+from tests.answers import api_response
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def lesson():
+    content_load(root=settings.CONTENT_DIR)
+    return Lesson.objects.get(number=21)
+
+
+@pytest.fixture
+def two_classes(lesson):
+    teacher, _ = classes.instructor_make(username="teacher")
+    return (classes.cohort_create(instructor=teacher, name="A", lesson=lesson),
+            classes.cohort_create(instructor=teacher, name="B", lesson=lesson))
+
+
+def api(token: str | None):
+    client = Client()
+    headers = {"HTTP_AUTHORIZATION": f"Bearer {token}"} if token else {}
+
+    def call(method, path, body=None, **extra):
+        if body is None:
+            return getattr(client, method)(f"/api/v1/{path}", **headers, **extra)
+        return getattr(client, method)(f"/api/v1/{path}", json.dumps(body), content_type="application/json", **headers, **extra)
+
+    return call
+
+
+def token_for(*cohorts, scope="grade") -> str:
+    return ApiClient.issue(name="lms", scope=scope, cohorts=cohorts)[1]
+
+
+def error_of(response) -> dict:
+    body = response.json()
+    assert set(body) == {"error"} and set(body["error"]) == {"code", "message", "details"}, body
+    return body["error"]
+
+
+def test_questions_come_without_answers_paginated_and_filtered(two_classes):
+    call = api(token_for(two_classes[0], scope="read"))
+    page = call("get", "questions").json()
+    assert page["count"] == Question.objects.count() and len(page["items"]) == min(50, page["count"])
+    text = json.dumps(page, ensure_ascii=False)
+    for question in Question.objects.all():
+        assert question.explanation[:40] not in text or not question.explanation
+        for choice in question.public.get("choices", []):
+            assert f'"id": "{choice["id"]}"' not in text, "authored ids stay on the server"
+    assert all(set(q) >= {"id", "type", "prompt", "objective", "section"} and "answer" not in q for q in page["items"])
+    only = call("get", "questions", data={"objective": "kv-waste"}).json()
+    assert only["count"] > 0 and all(q["objective"] == "kv-waste" for q in only["items"])
+    section = call("get", "questions", data={"section": "s1"}).json()
+    assert section["count"] > 0 and all(q["section"].split("-")[0] == "s1" for q in section["items"])
+
+
+def test_every_question_type_is_graded_as_on_the_pages(two_classes):
+    call = api(token_for(two_classes[0]))
+    seen = set()
+    for question in Question.objects.order_by("order"):
+        if question.type in seen:
+            continue
+        seen.add(question.type)
+        wrong = call("post", "submissions", {"learner": f"w-{question.type}", "question": question.slug,
+                                             "response": api_response(question, right=False)})
+        assert wrong.status_code == 201 and wrong.json()["score"] < 1 and not wrong.json()["may_reveal"], question.slug
+        assert wrong.json()["answer"] is None, "the key stays hidden after one wrong try"
+        right = call("post", "submissions", {"learner": f"r-{question.type}", "question": question.slug,
+                                             "response": api_response(question)})
+        body = right.json()
+        assert right.status_code == 201 and body["score"] == 1.0 and body["correct"] and body["may_reveal"], question.slug
+        assert body["sections"][0]["anchor"] == question.anchor and body["sections"][0]["url"].endswith(f"#{question.anchor}")
+    assert seen == {"single", "multi", "numeric", "short", "ordering", "matching"}
+
+
+def test_a_retry_with_the_same_key_gets_the_same_answer_and_another_body_409(two_classes):
+    call = api(token_for(two_classes[0]))
+    question = Question.objects.filter(type="single").first()
+    body = {"learner": "s-1", "question": question.slug, "response": api_response(question)}
+    first = call("post", "submissions", body, HTTP_IDEMPOTENCY_KEY="try-1")
+    again = call("post", "submissions", body, HTTP_IDEMPOTENCY_KEY="try-1")
+    assert again.json() == first.json() and Attempt.objects.count() == 1
+    other = call("post", "submissions", {**body, "learner": "s-2"}, HTTP_IDEMPOTENCY_KEY="try-1")
+    assert other.status_code == 409 and error_of(other)["code"] == "idempotency_key_reused"
+    assert Attempt.objects.count() == 1 and IdempotentAnswer.objects.count() == 1
+    fresh = call("post", "submissions", body, HTTP_IDEMPOTENCY_KEY="try-2")
+    assert fresh.json()["attempt_id"] != first.json()["attempt_id"] and Attempt.objects.count() == 2
+
+
+def test_a_token_sees_only_its_classes(two_classes):
+    a, b = two_classes
+    in_a, in_b = api(token_for(a)), api(token_for(b))
+    question = Question.objects.filter(type="matching").first()
+    learner_b = in_b("post", "submissions", {"learner": "bee", "question": question.slug,
+                                             "response": api_response(question)}).json()["learner_id"]
+    in_a("post", "submissions", {"learner": "ant", "question": question.slug, "response": api_response(question)})
+    book = in_a("get", "gradebook").json()
+    assert [row["external_id"] for row in book["items"]] == ["ant"] and book["items"][0]["scores"] == {question.slug: 1.0}
+    assert in_a("get", f"learners/{learner_b}/attempts").status_code == 404, "another class's learner"
+    assert error_of(in_a("get", "gradebook", data={"class_id": b.pk}))["code"] == "class_not_found"
+    attempts = in_b("get", f"learners/{learner_b}/attempts").json()["items"]
+    assert len(attempts) == 1 and attempts[0]["response"] == api_response(question), "the ids /questions showed"
+
+
+def test_errors_use_one_shape_and_the_right_status(two_classes, settings):
+    a, b = two_classes
+    question = Question.objects.filter(type="single").first()
+    good = {"learner": "x", "question": question.slug, "response": api_response(question)}
+    assert error_of(api(None)("get", "questions"))["code"] == "unauthenticated"
+    assert api("gk_not-a-token")("get", "questions").status_code == 401
+    reader = api(token_for(a, scope="read"))
+    assert reader("post", "submissions", good).status_code == 403
+    both = api(token_for(a, b))
+    assert error_of(both("post", "submissions", good))["code"] == "class_required"
+    grader_token = token_for(a)
+    grader = api(grader_token)
+    assert grader("post", "submissions", {**good, "question": "nope"}).status_code == 404
+    assert error_of(grader("post", "submissions", {**good, "response": {"choice": "zzz"}}))["code"] == "invalid_response"
+    assert grader("post", "submissions", {"learner": "", "question": question.slug, "response": {}}).status_code == 422
+    ApiClient.objects.get(token_hint=grader_token[:10]).revoke()
+    assert grader("get", "questions").status_code == 401, "a revoked token"
+    settings.GRADING_API_RATE_PER_MINUTE = 2
+    limited = api(token_for(b))
+    limited("get", "questions"), limited("get", "questions")
+    refused = limited("get", "questions")
+    assert refused.status_code == 429 and refused["Retry-After"] == "60"
+
+
+def test_create_api_token_prints_it_once_and_keeps_only_its_hash(two_classes):
+    a, _b = two_classes
+    out, err = io.StringIO(), io.StringIO()
+    call_command("create_api_token", "moodle", "--scope", "grade", "--class", str(a.pk), stdout=out, stderr=err)
+    token = out.getvalue().strip()
+    client = ApiClient.objects.get(name="moodle")
+    assert token.startswith("gk_") and token not in json.dumps(list(ApiClient.objects.values()), default=str)
+    assert client.token_hint == token[:10] and list(client.cohorts.all()) == [a] and "once" in err.getvalue()
+    assert api(token)("get", "questions").status_code == 200
+    schema = Client().get("/api/schema/").json()
+    assert {"/api/v1/questions", "/api/v1/submissions", "/api/v1/gradebook"} <= set(schema["paths"])
