@@ -88,3 +88,50 @@ def roster(cohort: Cohort, basis: str = "latest") -> tuple[list, list[RosterRow]
 def learner_attempts(cohort: Cohort, learner_id) -> list[Attempt]:
     return list(Attempt.objects.filter(learner_id=learner_id, question__objective__lesson=cohort.lesson)
                 .select_related("question", "question__objective").order_by("-created_at", "-pk"))
+
+
+def attempts_by_learner(learner_ids, question_ids, basis: str) -> dict[int, dict[int, Attempt]]:
+    """learner → question → their first (or latest) attempt at it, in one query."""
+    wanted = set(question_ids)
+    out: dict[int, dict[int, Attempt]] = {}
+    for attempt in Attempt.objects.filter(learner_id__in=list(learner_ids), question_id__in=wanted).order_by("created_at", "pk") \
+            .only("learner_id", "question_id", "score", "response"):
+        seen = out.setdefault(attempt.learner_id, {})
+        if basis == "latest" or attempt.question_id not in seen:
+            seen[attempt.question_id] = attempt
+    return out
+
+
+def item_analysis(cohort: Cohort, basis: str = "first") -> list[dict]:
+    """One row per question of the lesson: its statistics (statistics.item_stats) and how the
+    class's answers spread over its options (which wrong options drew people)."""
+    from courseapp.instructor.statistics import item_stats
+
+    outline = outline_for(cohort.lesson)
+    questions = list(outline.questions)
+    learners = list(cohort.memberships.values_list("learner_id", flat=True))
+    attempts = attempts_by_learner(learners, [q.pk for q in questions], basis)
+    scores = {learner: {q: a.score for q, a in mine.items()} for learner, mine in attempts.items()}
+    rows = []
+    for question in questions:
+        stats = item_stats(question.pk, scores)
+        rows.append({"question_id": question.pk, "slug": question.slug, "type": question.type, "anchor": question.anchor,
+                     "n": stats.n, "facility": stats.facility, "discrimination": stats.discrimination,
+                     "point_biserial": stats.point_biserial, "flags": stats.flags,
+                     "options": _spread(question, [mine[question.pk].response for mine in attempts.values() if question.pk in mine])})
+    return rows
+
+
+def _spread(question, responses: list[dict]) -> list[dict]:
+    """Options chosen (single, multi): each option's count and whether it is in the key."""
+    if question.type not in ("single", "multi"):
+        return []
+    key = question.key["answer"]
+    key = {key} if isinstance(key, str) else set(key)
+    counts = {choice["id"]: 0 for choice in question.public.get("choices", [])}
+    for response in responses:
+        chosen = [response.get("choice")] if question.type == "single" else response.get("choices", [])
+        for choice in chosen:
+            if choice in counts:
+                counts[choice] += 1
+    return [{"text": c["text"], "count": counts[c["id"]], "key": c["id"] in key} for c in question.public.get("choices", [])]

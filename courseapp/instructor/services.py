@@ -49,3 +49,27 @@ def instructor_make(*, username: str, password: str | None = None, email: str = 
         user.save()
     user.groups.add(instructors_group())
     return user, created
+
+
+ANALYSIS_KEY = "item-analysis:{}:{}"
+ANALYSIS_KEEP_S = 24 * 3600
+
+
+def item_analysis_refresh(*, cohort_id: int, basis: str = "first") -> dict:
+    """Compute the class's item analysis and keep it with the time it was computed (the page
+    shows "computed at"; a big class's is computed by an engine worker in scaled mode)."""
+    from django.core.cache import cache
+    from django.utils import timezone
+
+    from courseapp.instructor.selectors import item_analysis
+
+    cohort = Cohort.objects.select_related("lesson").get(pk=cohort_id)
+    result = {"computed_at": timezone.now().isoformat(), "basis": basis, "rows": item_analysis(cohort, basis)}
+    cache.set(ANALYSIS_KEY.format(cohort_id, basis), result, ANALYSIS_KEEP_S)
+    return result
+
+
+def item_analysis_kept(*, cohort_id: int, basis: str) -> dict | None:
+    from django.core.cache import cache
+
+    return cache.get(ANALYSIS_KEY.format(cohort_id, basis))

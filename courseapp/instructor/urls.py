@@ -7,6 +7,7 @@ urlpatterns = [
     path("teach/", views.teach_index, name="index"),
     path("teach/classes/<int:cohort_id>/", views.cohort_dashboard, name="cohort"),
     path("teach/classes/<int:cohort_id>/learners/<int:learner_id>/", views.cohort_learner, name="learner"),
+    path("teach/classes/<int:cohort_id>/items/", views.cohort_items, name="items"),
     path("classes/join/", views.join, name="join"),
     path("classes/join/<str:code>/", views.join, name="join-code"),
 ]

@@ -3,11 +3,13 @@ instructor role and show only the classes the account teaches (another class: 40
 writes only on POST."""
 from functools import wraps
 
+from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.utils.translation import gettext as _
+from django.utils.dateparse import parse_datetime
+from django.utils.translation import gettext as _, gettext_lazy
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from courseapp.demo import limits
@@ -17,6 +19,8 @@ from courseapp.learners.services import learner_get
 from courseapp.lessons.models import Lesson
 
 JOIN_TRIES_PER_MINUTE = 10  # per address: a code cannot be guessed by trying
+FLAGS = {"easy": gettext_lazy("too easy"), "hard": gettext_lazy("too hard"), "negative": gettext_lazy("discriminates negatively"),
+         "few": gettext_lazy("few answers"), "none": gettext_lazy("no answers")}
 
 
 def instructor_required(view):
@@ -80,6 +84,29 @@ def cohort_learner(request, cohort_id, learner_id):
         "attempts": selectors.learner_attempts(cohort, learner_id),
         "sections": sections_with_read(learner=membership.learner, lesson=cohort.lesson),
     })
+
+
+@instructor_required
+@require_http_methods(["GET", "POST"])
+def cohort_items(request, cohort_id):
+    """Item analysis: kept with its "computed at"; POST computes it again (here, or by an engine
+    worker in scaled mode, the page then polling until it is there)."""
+    cohort = _cohort(request, cohort_id)
+    basis = request.GET.get("basis") if request.GET.get("basis") in selectors.BASES else "first"
+    kept = services.item_analysis_kept(cohort_id=cohort.pk, basis=basis)
+    if request.method == "POST" or kept is None:
+        if settings.DEMO_HOST == "celery":
+            from courseapp.instructor.tasks import item_analysis
+
+            item_analysis.delay(cohort.pk, basis)
+        else:
+            kept = services.item_analysis_refresh(cohort_id=cohort.pk, basis=basis)
+        if request.method == "POST":
+            return redirect(f"{reverse('instructor:items', args=[cohort.pk])}?basis={basis}")
+    for row in (kept or {}).get("rows", []):
+        row["flag_labels"] = [FLAGS[flag] for flag in row["flags"]]
+    return render(request, "instructor/items.html", {"cohort": cohort, "basis": basis, "analysis": kept,
+                                                     "computed_at": parse_datetime(kept["computed_at"]) if kept else None})
 
 
 @require_http_methods(["GET", "POST"])

@@ -223,7 +223,8 @@ def session_engine(http_workers: int, caches: dict) -> str:
 SESSION_ENGINE = session_engine(HTTP_WORKERS, CACHES)
 
 CELERY_BROKER_URL = REDIS_URL or "memory://"  # an engine worker refuses memory:// (demo/worker.py)
-CELERY_TASK_ROUTES = {"demo.run": {"queue": "engine"}, "serving.generate": {"queue": "engine"}}
+CELERY_TASK_ROUTES = {"demo.run": {"queue": "engine"}, "serving.generate": {"queue": "engine"},
+                      "instructor.item_analysis": {"queue": "engine"}}
 CELERY_TASK_ACKS_LATE = True  # a run's message stays in Redis until its run has ended
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1  # a worker takes only what it has seats for; the rest wait, "queued"
 CELERY_TASK_IGNORE_RESULT = True  # runs report through the database; nobody reads task results

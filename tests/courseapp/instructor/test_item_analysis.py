@@ -1,0 +1,74 @@
+"""Item analysis checked against figures worked out by hand on a class of four (A, B, C, D):
+
+    question   A    B    C    D      (first attempts)
+    filler    0.9  0.6  0.3  0.0     (a partly right multi)
+    q1         1    1    0    0
+    q3         0    0    1    1      ← the stronger learners got it wrong
+    easy       1    1    1    1
+    totals    2.9  2.6  2.3  2.0
+
+Groups of ⌈0.27·4⌉ = 2. q3: bottom (D, C) 1.0, top (B, A) 0.0 → discrimination −1.0; rest
+scores 2.9 2.6 1.3 1.0 against 0 0 1 1 → r = −1.6 / √2.65 = −0.9829. q1: +1.0, rest
+1.9 1.6 2.3 2.0 → r = −0.4 / 0.5 = −0.8 (the rest holds q3). filler: 0.75 − 0.15 = 0.6; its rest is
+2.0 for everyone → no correlation. easy: facility 1.0 → too easy."""
+import math
+
+import pytest
+from django.urls import reverse
+
+from courseapp.instructor import selectors, services
+from courseapp.instructor.models import Membership
+from courseapp.instructor.statistics import item_stats, pearson
+from courseapp.learners.models import Learner
+from courseapp.quizzes.models import Attempt
+from tests.factories import LessonFactory, ObjectiveFactory, make_question
+
+CHOICES = [{"id": "a", "text": "가"}, {"id": "b", "text": "나"}, {"id": "c", "text": "다"}]
+SCORES = {"filler": [0.9, 0.6, 0.3, 0.0], "q1": [1, 1, 0, 0], "q3": [0, 0, 1, 1], "easy": [1, 1, 1, 1]}
+
+
+def by_hand() -> dict:
+    return {learner: {q: SCORES[q][i] for q in SCORES} for i, learner in enumerate("ABCD")}
+
+
+def test_figures_match_the_hand_worked_example():
+    scores = by_hand()
+    q3, q1, filler, easy = (item_stats(q, scores) for q in ("q3", "q1", "filler", "easy"))
+    assert (q3.n, q3.facility, q3.discrimination) == (4, 0.5, -1.0)
+    assert math.isclose(q3.point_biserial, -1.6 / math.sqrt(2.65), rel_tol=1e-9)
+    assert q3.flags == ["negative", "few"]
+    assert (q1.discrimination, round(q1.point_biserial, 9)) == (1.0, -0.8)
+    assert math.isclose(filler.facility, 0.45) and math.isclose(filler.discrimination, 0.6) and filler.point_biserial is None
+    assert easy.facility == 1.0 and easy.discrimination == 0 and "easy" in easy.flags
+    assert item_stats("missing", scores).flags == ["none"]
+    assert pearson([1, 2, 3], [2, 4, 6]) == pytest.approx(1.0)
+
+
+@pytest.mark.django_db
+def test_the_class_page_computes_them_from_first_attempts_with_the_options_chosen(client):
+    lesson = LessonFactory()
+    objective = ObjectiveFactory(lesson=lesson, order=1)
+    questions = {slug: make_question(objective=objective, data={"id": slug, "type": "single", "choices": CHOICES, "answer": "a"})
+                 for slug in SCORES}
+    teacher, _ = services.instructor_make(username="kim")
+    cohort = services.cohort_create(instructor=teacher, name="반", lesson=lesson)
+    for i, name in enumerate("ABCD"):
+        learner = Learner.objects.create()
+        Membership.objects.create(cohort=cohort, learner=learner)
+        for slug, scores in SCORES.items():
+            choice = "a" if scores[i] == 1 else "b"
+            Attempt.objects.create(learner=learner, question=questions[slug], response={"choice": choice}, score=scores[i], nonce=f"{name}{slug}")
+            if slug == "q3":  # a later right answer must not change a first-try analysis
+                Attempt.objects.create(learner=learner, question=questions[slug], response={"choice": "a"}, score=1.0, nonce=f"{name}{slug}2")
+    rows = {row["slug"]: row for row in selectors.item_analysis(cohort, "first")}
+    assert rows["q3"]["discrimination"] == -1.0 and "negative" in rows["q3"]["flags"]
+    assert [(o["count"], o["key"]) for o in rows["q1"]["options"]] == [(2, True), (2, False), (0, False)]
+    latest = {row["slug"]: row for row in selectors.item_analysis(cohort, "latest")}
+    assert latest["q3"]["facility"] == 1.0
+
+    client.force_login(teacher)
+    page = client.get(reverse("instructor:items", args=[cohort.pk])).content.decode()
+    assert 'data-question="q3"' in page and "-1.00" in page
+    kept = services.item_analysis_kept(cohort_id=cohort.pk, basis="first")
+    again = client.post(reverse("instructor:items", args=[cohort.pk]))
+    assert again.status_code == 302 and services.item_analysis_kept(cohort_id=cohort.pk, basis="first")["computed_at"] >= kept["computed_at"]
