@@ -135,3 +135,36 @@ def _spread(question, responses: list[dict]) -> list[dict]:
             if choice in counts:
                 counts[choice] += 1
     return [{"text": c["text"], "count": counts[c["id"]], "key": c["id"] in key} for c in question.public.get("choices", [])]
+
+
+def _name(membership: Membership) -> str:
+    return str(membership.learner)
+
+
+def gradebook_rows(cohort: Cohort) -> list[list]:
+    """Header, then per learner: each objective's mastery (latest attempts, 0–1) and the mean."""
+    objectives, rows = roster(cohort, "latest")
+    out = [["learner_id", "learner", *[f"objective {o.order}: {o.slug}" for o in objectives], "mean"]]
+    for row in rows:
+        values = [c.score or 0.0 for c in row.cells]
+        out.append([row.membership.learner_id, _name(row.membership), *[round(v, 4) for v in values],
+                    round(sum(values) / len(values), 4) if values else 0.0])
+    return out
+
+
+def score_rows(cohort: Cohort) -> list[list]:
+    """Header, then per learner and question answered: first score, latest score, attempts."""
+    questions = {q.pk: q for q in outline_for(cohort.lesson).questions}
+    memberships = list(cohort.memberships.select_related("learner__user"))
+    history: dict[tuple[int, int], list[float]] = {}
+    for learner_id, question_id, score in Attempt.objects.filter(
+            learner_id__in=[m.learner_id for m in memberships], question_id__in=list(questions)).order_by("created_at", "pk") \
+            .values_list("learner_id", "question_id", "score"):
+        history.setdefault((learner_id, question_id), []).append(score)
+    out = [["learner_id", "learner", "question", "objective", "first_score", "latest_score", "attempts"]]
+    for m in memberships:
+        for question in questions.values():
+            scores = history.get((m.learner_id, question.pk))
+            if scores:
+                out.append([m.learner_id, _name(m), question.slug, question.objective.slug, scores[0], scores[-1], len(scores)])
+    return out

@@ -1,11 +1,13 @@
 """Instructor pages (`/teach/`) and joining a class (`/classes/join/`). Instructor pages need the
 instructor role and show only the classes the account teaches (another class: 404); joining
 writes only on POST."""
+import csv
+import io
 from functools import wraps
 
 from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
-from django.http import Http404
+from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.dateparse import parse_datetime
@@ -84,6 +86,22 @@ def cohort_learner(request, cohort_id, learner_id):
         "attempts": selectors.learner_attempts(cohort, learner_id),
         "sections": sections_with_read(learner=membership.learner, lesson=cohort.lesson),
     })
+
+
+@instructor_required
+@require_GET
+def cohort_export(request, cohort_id, what):
+    """CSV downloads: `gradebook` (learner × objective, latest attempts) or `scores` (learner ×
+    question: first and latest score, number of attempts)."""
+    cohort = _cohort(request, cohort_id)
+    if what not in ("gradebook", "scores"):
+        raise Http404
+    rows = selectors.gradebook_rows(cohort) if what == "gradebook" else selectors.score_rows(cohort)
+    buffer = io.StringIO()
+    csv.writer(buffer).writerows(rows)
+    response = HttpResponse("\ufeff" + buffer.getvalue(), content_type="text/csv; charset=utf-8")  # BOM: Excel reads UTF-8
+    response["Content-Disposition"] = f'attachment; filename="class-{cohort.pk}-{what}.csv"'
+    return response
 
 
 @instructor_required

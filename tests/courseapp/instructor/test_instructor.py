@@ -117,3 +117,19 @@ def test_create_instructor_makes_an_account_with_the_role():
     call_command("create_instructor", learner.username, stdout=io.StringIO())
     learner = get_user_model().objects.get(pk=learner.pk)
     assert is_instructor(learner) and learner.check_password("correct-horse-battery"), "an existing account keeps its password"
+
+
+def test_csv_exports_hold_the_classs_scores_for_its_instructors_only(small_class):
+    cohort, *_ = small_class
+    import csv as csv_module
+
+    teacher = login("teacher")
+    book = list(csv_module.reader(io.StringIO(teacher.get(reverse("instructor:export", args=[cohort.pk, "gradebook"]))
+                                              .content.decode("utf-8-sig"))))
+    assert book[0][-1] == "mean" and [r[1] for r in book[1:]] == ["ana", "ben"]
+    assert book[1][2:] == ["1.0", "0.0", "0.5"], "ana: objective 1 all right, objective 2 unanswered"
+    scores = list(csv_module.reader(io.StringIO(teacher.get(reverse("instructor:export", args=[cohort.pk, "scores"]))
+                                                .content.decode("utf-8-sig"))))
+    assert ["ana", "q1", "0.0", "1.0", "2"] == [scores[1][i] for i in (1, 2, 4, 5, 6)]
+    assert login("ana").get(reverse("instructor:export", args=[cohort.pk, "scores"])).status_code == 403
+    assert teacher.get(reverse("instructor:export", args=[cohort.pk, "other"])).status_code == 404
