@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from courseapp.instructor.models import Cohort, Membership
+from courseapp.instructor.models import Cohort, Membership, Regrade, RegradeChange
 
 
 class MembershipInline(admin.TabularInline):
@@ -26,3 +26,26 @@ class MembershipAdmin(admin.ModelAdmin):
     list_filter = ("via", "cohort")
     search_fields = ("cohort__name", "learner__user__username")
     autocomplete_fields = ["learner"]
+
+
+class RegradeChangeInline(admin.TabularInline):
+    model = RegradeChange
+    extra = 0
+    readonly_fields = ("attempt", "old_score", "new_score")
+    can_delete = False
+
+
+@admin.register(Regrade)
+class RegradeAdmin(admin.ModelAdmin):
+    """The audit record of regrades: read-only."""
+
+    list_display = ("at", "cohort", "question", "by")
+    list_filter = ("cohort",)
+    readonly_fields = ("cohort", "question", "by", "at", "key")
+    inlines = [RegradeChangeInline]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False

@@ -49,3 +49,24 @@ class Membership(models.Model):
 
     def __str__(self):
         return f"{self.learner} in {self.cohort}"
+
+
+class Regrade(models.Model):
+    """An instructor applied a question's current key to their class's earlier attempts: who,
+    when, which question, and (RegradeChange) every score it changed, old and new."""
+
+    cohort = models.ForeignKey(Cohort, on_delete=models.CASCADE, related_name="regrades")
+    question = models.ForeignKey("quizzes.Question", on_delete=models.CASCADE, related_name="regrades")
+    by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    at = models.DateTimeField(auto_now_add=True)
+    key = models.JSONField()  # the key it applied
+
+    class Meta:
+        ordering = ["-at"]
+
+
+class RegradeChange(models.Model):
+    regrade = models.ForeignKey(Regrade, on_delete=models.CASCADE, related_name="changes")
+    attempt = models.ForeignKey("quizzes.Attempt", on_delete=models.CASCADE, related_name="regrades")
+    old_score = models.FloatField()
+    new_score = models.FloatField()

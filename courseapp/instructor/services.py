@@ -1,9 +1,11 @@
 """Writes for classes: make one, join one (by code), make an instructor."""
+from dataclasses import dataclass
+
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 from django.utils.translation import gettext as _
 
-from courseapp.instructor.models import Cohort, Membership
+from courseapp.instructor.models import Cohort, Membership, Regrade, RegradeChange
 from courseapp.instructor.roles import instructors_group
 
 
@@ -73,3 +75,41 @@ def item_analysis_kept(*, cohort_id: int, basis: str) -> dict | None:
     from django.core.cache import cache
 
     return cache.get(ANALYSIS_KEY.format(cohort_id, basis))
+
+
+@dataclass(frozen=True)
+class Change:
+    attempt: object
+    old: float
+    new: float
+    feedback: dict
+
+
+def regrade_plan(*, cohort: Cohort, question) -> list[Change]:
+    """The dry run: every attempt of this class's learners at the question whose score under the
+    question's current key differs from the one it has. Changes nothing."""
+    from courseapp.quizzes import grading
+    from courseapp.quizzes.models import Attempt
+
+    changes = []
+    attempts = Attempt.objects.filter(question=question, learner__memberships__cohort=cohort).select_related("learner__user")
+    for attempt in attempts.order_by("created_at", "pk"):
+        result = grading.grade(question.type, question.key, attempt.response)
+        if abs(result.score - attempt.score) > 1e-9:
+            changes.append(Change(attempt, attempt.score, result.score, dict(result.detail)))
+    return changes
+
+
+def regrade_apply(*, cohort: Cohort, question, by) -> Regrade:
+    """Apply the dry run's changes, and keep the record: the one place an attempt's score is
+    rewritten (the old score stays in RegradeChange)."""
+    from courseapp.quizzes.models import Attempt
+
+    with transaction.atomic():
+        changes = regrade_plan(cohort=cohort, question=question)
+        regrade = Regrade.objects.create(cohort=cohort, question=question, by=by, key=question.key)
+        for change in changes:
+            Attempt.objects.filter(pk=change.attempt.pk).update(score=change.new, feedback=change.feedback)
+        RegradeChange.objects.bulk_create(
+            RegradeChange(regrade=regrade, attempt=c.attempt, old_score=c.old, new_score=c.new) for c in changes)
+    return regrade

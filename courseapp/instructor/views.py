@@ -6,6 +6,7 @@ import io
 from functools import wraps
 
 from django.conf import settings
+from django.contrib import messages
 from django.contrib.auth.views import redirect_to_login
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
@@ -19,6 +20,7 @@ from courseapp.instructor import selectors, services
 from courseapp.instructor.roles import is_instructor
 from courseapp.learners.services import learner_get
 from courseapp.lessons.models import Lesson
+from courseapp.lessons.outline import outline_for
 
 JOIN_TRIES_PER_MINUTE = 10  # per address: a code cannot be guessed by trying
 FLAGS = {"easy": gettext_lazy("too easy"), "hard": gettext_lazy("too hard"), "negative": gettext_lazy("discriminates negatively"),
@@ -125,6 +127,37 @@ def cohort_items(request, cohort_id):
         row["flag_labels"] = [FLAGS[flag] for flag in row["flags"]]
     return render(request, "instructor/items.html", {"cohort": cohort, "basis": basis, "analysis": kept,
                                                      "computed_at": parse_datetime(kept["computed_at"]) if kept else None})
+
+
+@instructor_required
+@require_GET
+def cohort_regrades(request, cohort_id):
+    """Every question whose key (as it is now) would change some of this class's scores, and the
+    record of regrades done."""
+    cohort = _cohort(request, cohort_id)
+    pending = []
+    for question in outline_for(cohort.lesson).questions:
+        changes = services.regrade_plan(cohort=cohort, question=question)
+        if changes:
+            pending.append((question, len(changes)))
+    return render(request, "instructor/regrades.html", {
+        "cohort": cohort, "pending": pending, "done": cohort.regrades.select_related("question", "by").prefetch_related("changes")[:50]})
+
+
+@instructor_required
+@require_http_methods(["GET", "POST"])
+def cohort_regrade(request, cohort_id, slug):
+    """GET: the dry run (who would change, from what to what); POST: apply it, with a record."""
+    cohort = _cohort(request, cohort_id)
+    question = next((q for q in outline_for(cohort.lesson).questions if q.slug == slug), None)
+    if question is None:
+        raise Http404
+    if request.method == "POST":
+        regrade = services.regrade_apply(cohort=cohort, question=question, by=request.user)
+        messages.success(request, _("%(n)d scores changed.") % {"n": regrade.changes.count()})
+        return redirect("instructor:regrades", cohort_id=cohort.pk)
+    return render(request, "instructor/regrade.html", {"cohort": cohort, "question": question,
+                                                       "changes": services.regrade_plan(cohort=cohort, question=question)})
 
 
 @require_http_methods(["GET", "POST"])

@@ -31,7 +31,8 @@ def small_class():
     for learner in (ana, ben):
         Membership.objects.create(cohort=cohort, learner=learner)
     for learner, question, score in ((ana, q1, 0.0), (ana, q1, 1.0), (ana, q2, 1.0), (ben, q3, 0.5), (ben, q3, 0.0)):
-        Attempt.objects.create(learner=learner, question=question, response={}, score=score, nonce=f"n{Attempt.objects.count()}")
+        Attempt.objects.create(learner=learner, question=question, response={"choice": "a" if score == 1 else "b"}, score=score,
+                               nonce=f"n{Attempt.objects.count()}")
     return cohort, teacher, ana, ben
 
 
@@ -133,3 +134,30 @@ def test_csv_exports_hold_the_classs_scores_for_its_instructors_only(small_class
     assert ["ana", "q1", "0.0", "1.0", "2"] == [scores[1][i] for i in (1, 2, 4, 5, 6)]
     assert login("ana").get(reverse("instructor:export", args=[cohort.pk, "scores"])).status_code == 403
     assert teacher.get(reverse("instructor:export", args=[cohort.pk, "other"])).status_code == 404
+
+
+def test_regrade_dry_run_changes_nothing_and_apply_changes_exactly_the_affected_with_a_record(small_class):
+    from courseapp.instructor.models import Regrade
+    from courseapp.quizzes.models import Question
+
+    cohort, teacher, ana, ben = small_class
+    q1 = Question.objects.get(slug="q1")
+    outsider = Learner.objects.create()  # answered q1 but is in no class of this instructor
+    Attempt.objects.create(learner=outsider, question=q1, response={"choice": "a"}, score=1.0, nonce="out")
+    for learner, choice in ((ana, "a"), (ben, "b")):
+        Attempt.objects.create(learner=learner, question=q1, response={"choice": choice}, score=1.0 if choice == "a" else 0.0, nonce=f"c{choice}")
+    Question.objects.filter(pk=q1.pk).update(key={**q1.key, "answer": "b"})  # the key is corrected: b was right
+    before = dict(Attempt.objects.values_list("pk", "score"))
+
+    client = login("teacher")
+    dry = client.get(reverse("instructor:regrade", args=[cohort.pk, "q1"])).content.decode()
+    assert dict(Attempt.objects.values_list("pk", "score")) == before, "a dry run writes nothing"
+    assert "ana" in dry and "ben" in dry
+    assert client.post(reverse("instructor:regrade", args=[cohort.pk, "q1"])).status_code == 302
+    after = dict(Attempt.objects.values_list("pk", "score"))
+    changed = {pk for pk in before if before[pk] != after[pk]}
+    regrade = Regrade.objects.get()
+    assert changed == {c.attempt_id for c in regrade.changes.all()} and regrade.by == teacher and regrade.key["answer"] == "b"
+    assert Attempt.objects.get(nonce="out").score == 1.0, "another class's attempt is not this instructor's to regrade"
+    assert Attempt.objects.get(nonce="cb").score == 1.0 and Attempt.objects.get(nonce="ca").score == 0.0
+    assert "q1" not in client.get(reverse("instructor:regrades", args=[cohort.pk])).content.decode().split("<h2>")[1]
