@@ -22,7 +22,7 @@ class Viewer:
     """Whoever is behind a request or a socket, as far as one run is concerned."""
 
     learner_id: int | None = None
-    is_staff: bool = False
+    teaches: bool = False  # staff, or an instructor (courseapp/instructor/roles.py): drives class runs
     joined_as: str | None = None  # the display name they chose when joining this class run
 
 
@@ -36,14 +36,19 @@ def viewer_for(run: DemoRun, *, user, session) -> Viewer:
     elif session is not None:
         learner_id = session.get("learner_id")
     joined = (session.get(JOINED_KEY) or {}) if session is not None else {}
-    return Viewer(learner_id=learner_id, is_staff=bool(user is not None and getattr(user, "is_staff", False)),
-                  joined_as=joined.get(str(run.pk)))
+    return Viewer(learner_id=learner_id, teaches=may_teach(user), joined_as=joined.get(str(run.pk)))
+
+
+def may_teach(user) -> bool:
+    from courseapp.instructor.roles import is_instructor
+
+    return bool(user is not None and user.is_authenticated and (user.is_staff or is_instructor(user)))
 
 
 def can_control(run: DemoRun, viewer: Viewer) -> bool:
-    """The owner drives their run; a class run is driven by staff."""
+    """The owner drives their run; a class run is driven by staff and instructors."""
     if run.is_class:
-        return viewer.is_staff
+        return viewer.teaches
     return run.owner_id is not None and run.owner_id == viewer.learner_id
 
 
@@ -53,7 +58,7 @@ def can_submit(run: DemoRun, viewer: Viewer) -> bool:
     if not run.spec.get("open") or viewer.learner_id is None:
         return False
     if run.is_class:
-        return viewer.is_staff or viewer.joined_as is not None
+        return viewer.teaches or viewer.joined_as is not None
     return run.owner_id == viewer.learner_id
 
 
@@ -61,7 +66,7 @@ def owner_label(run: DemoRun, viewer: Viewer) -> str:
     """How a prompt's sender is shown to everyone watching: never a username or an id."""
     if not run.is_class:
         return ""
-    return viewer.joined_as or (_("instructor") if viewer.is_staff else "")
+    return viewer.joined_as or (_("instructor") if viewer.teaches else "")
 
 
 def can_read_trace(run: DemoRun, viewer: Viewer) -> bool:

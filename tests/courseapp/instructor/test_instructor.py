@@ -161,3 +161,24 @@ def test_regrade_dry_run_changes_nothing_and_apply_changes_exactly_the_affected_
     assert Attempt.objects.get(nonce="out").score == 1.0, "another class's attempt is not this instructor's to regrade"
     assert Attempt.objects.get(nonce="cb").score == 1.0 and Attempt.objects.get(nonce="ca").score == 0.0
     assert "q1" not in client.get(reverse("instructor:regrades", args=[cohort.pk])).content.decode().split("<h2>")[1]
+
+
+def test_an_instructor_opens_and_drives_the_class_demo_a_learner_may_not(small_class, monkeypatch):
+    from courseapp.demo import selectors as demo_selectors, services as demo_services
+    from courseapp.demo.models import DemoRun
+
+    monkeypatch.setattr(demo_services, "_launch", lambda run: None)  # no engine thread in this test
+    cohort, *_ = small_class
+    assert login("ana").post(reverse("demo:class-create")).status_code == 403
+    assert Client().post(reverse("demo:class-create")).status_code == 403
+    assert DemoRun.objects.count() == 0
+    opened = login("teacher").post(reverse("demo:class-create"))
+    run = DemoRun.objects.get()
+    assert opened.status_code == 302 and run.is_class
+    from django.contrib.auth import get_user_model
+
+    teacher = get_user_model().objects.get(username="teacher")
+    assert demo_selectors.can_control(run, demo_selectors.viewer_for(run, user=teacher, session=None))
+    ana = get_user_model().objects.get(username="ana")
+    assert not demo_selectors.can_control(run, demo_selectors.viewer_for(run, user=ana, session=None))
+    assert 'action="/demo/class/"' in login("teacher").get(reverse("instructor:cohort", args=[cohort.pk])).content.decode()
