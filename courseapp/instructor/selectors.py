@@ -168,3 +168,86 @@ def score_rows(cohort: Cohort) -> list[list]:
             if scores:
                 out.append([m.learner_id, _name(m), question.slug, question.objective.slug, scores[0], scores[-1], len(scores)])
     return out
+
+
+MAX_DAYS = 60
+
+
+@dataclass
+class ProgressDay:
+    day: object  # a date
+    attempts: int
+    learners: int  # who answered something that day
+    mastery: list  # per objective: the class's mean mastery at the end of the day (0–1)
+
+
+def progress_by_day(cohort: Cohort) -> tuple[list, list[ProgressDay]]:
+    """(objectives, one entry per day from the first attempt to today, at most MAX_DAYS): how
+    many answered, and each objective's mastery over the class (latest attempts as of that day,
+    unanswered questions 0, every member counted)."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    grouped = outline_for(cohort.lesson).questions_by_objective()
+    objective_of = {q.pk: i for i, (_o, qs) in enumerate(grouped) for q in qs}
+    sizes = [len(qs) for _o, qs in grouped]
+    members = list(cohort.memberships.values_list("learner_id", flat=True))
+    attempts = list(Attempt.objects.filter(learner_id__in=members, question_id__in=list(objective_of))
+                    .order_by("created_at", "pk").values_list("learner_id", "question_id", "score", "created_at"))
+    if not attempts or not members:
+        return [o for o, _ in grouped], []
+    today = timezone.localdate()
+    first = max(timezone.localtime(attempts[0][3]).date(), today - timedelta(days=MAX_DAYS - 1))
+    latest: dict[tuple[int, int], float] = {}
+    days, i = [], 0
+    day = timezone.localtime(attempts[0][3]).date()
+    while day <= today:
+        active, count = set(), 0
+        while i < len(attempts) and timezone.localtime(attempts[i][3]).date() <= day:
+            learner, question, score, _when = attempts[i]
+            latest[(learner, question)] = score
+            active.add(learner)
+            count += 1
+            i += 1
+        if day >= first:
+            sums = [0.0] * len(grouped)
+            for (_learner, question), score in latest.items():
+                sums[objective_of[question]] += score
+            mastery = [sums[k] / (sizes[k] * len(members)) if sizes[k] else 0.0 for k in range(len(grouped))]
+            days.append(ProgressDay(day, count, len(active), mastery))
+        day += timedelta(days=1)
+    return [o for o, _ in grouped], days
+
+
+@dataclass
+class ProgressChart:
+    width: int
+    height: int
+    left: int
+    right: int
+    top: int
+    bottom: int
+    bars: list  # (x, y, w, h, label)
+    lines: list  # (objective order, points)
+    x_labels: list  # (x, label)
+    max_attempts: int
+
+
+def progress_chart(days: list[ProgressDay], width: int = 720, height: int = 260) -> ProgressChart | None:
+    """Attempts per day as bars (left axis) and each objective's mastery as a line (right axis, 0–1)."""
+    if not days:
+        return None
+    left, right, top, bottom = 40, width - 44, 12, height - 30
+    step = (right - left) / len(days)
+    top_count = max(1, max(d.attempts for d in days))
+    bars, lines = [], []
+    for k, d in enumerate(days):
+        h = (bottom - top) * d.attempts / top_count
+        bars.append((round(left + k * step + step * 0.15, 1), round(bottom - h, 1), round(step * 0.7, 1), round(h, 1), d.attempts))
+    for j in range(len(days[0].mastery)):
+        points = " ".join(f"{left + (k + 0.5) * step:.1f},{bottom - (bottom - top) * d.mastery[j]:.1f}" for k, d in enumerate(days))
+        lines.append((j + 1, points))
+    every = max(1, len(days) // 8)
+    x_labels = [(round(left + (k + 0.5) * step, 1), d.day.strftime("%m-%d")) for k, d in enumerate(days) if k % every == 0]
+    return ProgressChart(width, height, left, right, top, bottom, bars, lines, x_labels, top_count)

@@ -92,6 +92,15 @@ def cohort_learner(request, cohort_id, learner_id):
 
 @instructor_required
 @require_GET
+def cohort_progress(request, cohort_id):
+    cohort = _cohort(request, cohort_id)
+    objectives, days = selectors.progress_by_day(cohort)
+    return render(request, "instructor/progress.html", {"cohort": cohort, "objectives": objectives, "days": days,
+                                                        "chart": selectors.progress_chart(days)})
+
+
+@instructor_required
+@require_GET
 def cohort_export(request, cohort_id, what):
     """CSV downloads: `gradebook` (learner × objective, latest attempts) or `scores` (learner ×
     question: first and latest score, number of attempts)."""

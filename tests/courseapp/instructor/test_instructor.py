@@ -182,3 +182,18 @@ def test_an_instructor_opens_and_drives_the_class_demo_a_learner_may_not(small_c
     ana = get_user_model().objects.get(username="ana")
     assert not demo_selectors.can_control(run, demo_selectors.viewer_for(run, user=ana, session=None))
     assert 'action="/demo/class/"' in login("teacher").get(reverse("instructor:cohort", args=[cohort.pk])).content.decode()
+
+
+def test_progress_by_day_counts_answers_and_mastery_as_of_each_day(small_class):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    cohort, teacher, ana, ben = small_class
+    Attempt.objects.filter(learner=ben).update(created_at=timezone.now() - timedelta(days=2))
+    _objectives, days = selectors.progress_by_day(cohort)
+    assert len(days) == 3 and [d.attempts for d in days] == [2, 0, 3] and [d.learners for d in days] == [1, 0, 1]
+    # Day 1: ben's latest q3 answer is 0 → objective 2 at 0; the last day: ana's q1, q2 right → objective 1 at 2 / (2·2).
+    assert days[0].mastery == [0.0, 0.0] and days[-1].mastery == [0.5, 0.0]
+    page = login("teacher").get(reverse("instructor:progress", args=[cohort.pk])).content.decode()
+    assert "<polyline" in page and "50%" in page
