@@ -10,7 +10,7 @@ from datetime import datetime
 from django.conf import settings
 from django.db.models import Q
 from django.http import Http404
-from ninja import NinjaAPI, Query, Schema, Status
+from ninja import Header, NinjaAPI, Path, Query, Schema, Status
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.pagination import PageNumberPagination, paginate
 from ninja.security import HttpBearer
@@ -97,7 +97,7 @@ class SubmissionIn(Schema):
     question: str = Field(min_length=1, max_length=100, description="a question id from /questions")
     response: dict = Field(description='by type: {"choice": id} · {"choices": [ids]} · {"value": "42"} · '
                                        '{"text": "…"} · {"order": [ids]} · {"pairs": {left id: right id}}')
-    class_id: int | None = Field(None, description="needed only when the token has several classes")
+    class_id: int | None = Field(None, ge=1, le=2**63 - 1, description="needed only when the token has several classes")
 
 
 class Citation(Schema):
@@ -202,6 +202,18 @@ def _shown(question: Question, response: dict) -> dict:
     return response
 
 
+def _only(request, *names: str) -> None:
+    """A query parameter this operation does not know, or one given twice, is refused: a misspelt
+    filter (`?objectve=`) would otherwise quietly return everything."""
+    unknown = sorted(set(request.GET) - {"page", "page_size", *names})
+    if unknown:
+        raise Problem(422, "unknown_parameter", f"Unknown query parameter(s): {', '.join(unknown)[:200]}.",
+                      details=unknown[:10])
+    repeated = sorted(name for name in request.GET if len(request.GET.getlist(name)) > 1)
+    if repeated:
+        raise Problem(422, "repeated_parameter", f"Give each query parameter once: {', '.join(repeated)}.")
+
+
 def _cohort_for_submission(request, class_id: int | None) -> Cohort:
     cohorts = list(_cohorts(request))
     if class_id is not None:
@@ -219,6 +231,7 @@ def _cohort_for_submission(request, class_id: int | None) -> Cohort:
 @api.get("/v1/questions", response={200: list[QuestionOut], **ERRORS}, summary="The lesson's questions, without answers")
 @paginate(PageNumberPagination, page_size=settings.GRADING_API_PAGE_SIZE)
 def questions(request, objective: str | None = None, section: str | None = None):
+    _only(request, "objective", "section")
     found = _lesson_questions(request)
     if objective:
         found = found.filter(objective__slug=objective)
@@ -228,14 +241,13 @@ def questions(request, objective: str | None = None, section: str | None = None)
 
 
 @api.post("/v1/submissions", response={200: SubmissionOut, 201: SubmissionOut, **ERRORS}, summary="Grade one answer")
-def submit(request, body: SubmissionIn):
+def submit(request, body: SubmissionIn, key: str | None = Header(
+        None, alias="Idempotency-Key", min_length=1, max_length=255,
+        description="a retry with the same key and body gets the same answer")):
     client = request.auth
     if client.scope != client.Scope.GRADE:
         raise Problem(403, "scope", "This token may read only; grading needs a token made with --scope grade.")
     payload = body.dict()
-    key = request.headers.get("Idempotency-Key")
-    if key is not None and not 1 <= len(key) <= 255:
-        raise Problem(400, "bad_idempotency_key", "An Idempotency-Key has 1 to 255 characters.")
 
     def answer():
         question = _lesson_questions(request).filter(slug=body.question).first()
@@ -261,9 +273,10 @@ def submit(request, body: SubmissionIn):
 
 @api.get("/v1/gradebook", response={200: list[GradebookRow], **ERRORS}, summary="Latest scores of every learner in the token's classes")
 @paginate(PageNumberPagination, page_size=settings.GRADING_API_PAGE_SIZE)
-def gradebook(request, class_id: int | None = Query(None)):
+def gradebook(request, class_id: int | None = Query(None, ge=1, le=2**63 - 1)):
     from courseapp.instructor.selectors import scores_by_learner
 
+    _only(request, "class_id")
     cohorts = list(_cohorts(request))
     if class_id is not None:
         cohorts = [c for c in cohorts if c.pk == class_id]
@@ -286,7 +299,8 @@ def gradebook(request, class_id: int | None = Query(None)):
 
 @api.get("/v1/learners/{learner_id}/attempts", response={200: list[AttemptOut], **ERRORS}, summary="One learner's attempts, newest first")
 @paginate(PageNumberPagination, page_size=settings.GRADING_API_PAGE_SIZE)
-def learner_attempts(request, learner_id: int):
+def learner_attempts(request, learner_id: int = Path(..., ge=1, le=2**63 - 1)):
+    _only(request)
     if not Membership.objects.filter(cohort__in=_cohorts(request), learner_id=learner_id).exists():
         raise Problem(404, "learner_not_found", "No learner with this id in this token's classes.")
     return [{"id": a.pk, "question": a.question.slug, "score": a.score, "response": _shown(a.question, a.response),

@@ -132,6 +132,9 @@ def test_errors_use_one_shape_and_the_right_status(two_classes, settings):
     assert grader("post", "submissions", {**good, "question": "nope"}).status_code == 404
     assert error_of(grader("post", "submissions", {**good, "response": {"choice": "zzz"}}))["code"] == "invalid_response"
     assert grader("post", "submissions", {"learner": "", "question": question.slug, "response": {}}).status_code == 422
+    assert error_of(grader("get", "questions?objectve=kv-waste"))["code"] == "unknown_parameter", "a misspelt filter"
+    assert error_of(grader("get", "questions?section=s1&section=s2"))["code"] == "repeated_parameter"
+    assert grader("get", f"learners/{2**70}/attempts").status_code == 422, "an id past the database's integers"
     ApiClient.objects.get(token_hint=grader_token[:10]).revoke()
     assert grader("get", "questions").status_code == 401, "a revoked token"
     settings.GRADING_API_RATE_PER_MINUTE = 2
