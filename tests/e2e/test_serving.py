@@ -90,10 +90,10 @@ def test_more_streams_than_seats_wait_and_a_tiny_pool_preempts(server):
 
     def one(i):
         together.wait()  # all ten at once: more than the 2 seats
-        try:  # ignore_eos (vLLM's extension): every answer runs its full 300 tokens
+        try:  # ignore_eos (vLLM's extension): every answer runs its full 200 tokens
             answers.append(api.chat.completions.create(
                 model="munuibot", messages=[{"role": "user", "content": f"{i}번 주문 배송 문의"}],
-                temperature=0, max_tokens=300, extra_body={"ignore_eos": True}))
+                temperature=0, max_tokens=200, extra_body={"ignore_eos": True}))
         except Exception as exc:  # noqa: BLE001 — reported below, not lost in a thread
             failures.append(exc)
 
@@ -106,9 +106,9 @@ def test_more_streams_than_seats_wait_and_a_tiny_pool_preempts(server):
         thread.join()
     after = scrape(server)
     assert failures == [] and len(answers) == 10, failures
-    assert all(a.usage.completion_tokens == 300 for a in answers)
+    assert all(a.usage.completion_tokens == 200 for a in answers)
     assert max(seen_waiting) > 0, "10 streams on 2 seats: some waited, none was dropped"
-    assert after["vllm:num_preemptions_total"] > before["vllm:num_preemptions_total"], "24 blocks of 16 cannot hold 2 answers of 300 tokens"
+    assert after["vllm:num_preemptions_total"] > before["vllm:num_preemptions_total"], "24 blocks of 16 cannot hold 2 answers of 200 tokens"
     assert after["vllm:num_requests_running"] == 0 and after["vllm:kv_cache_usage_perc"] < 1
     assert after["vllm:request_queue_time_seconds_count"] == before.get("vllm:request_queue_time_seconds_count", 0) + 10
     assert after["vllm:request_queue_time_seconds_sum"] > before.get("vllm:request_queue_time_seconds_sum", 0), "some waited"
