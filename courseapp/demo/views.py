@@ -169,6 +169,9 @@ def class_create(request):
         started = services.run_start(owner=learner_get(request, create=True), spec=spec, is_class=True)
     except services.DemoBusy as busy:
         return _busy(request, busy)
+    from courseapp.instructor.services import audit
+
+    audit(user=request.user, action="demo_opened", detail=str(started.run.pk))
     return redirect("demo:run", run_id=started.run.pk)
 
 

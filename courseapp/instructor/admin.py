@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from courseapp.instructor.models import Cohort, Membership, Regrade, RegradeChange
+from courseapp.instructor.models import AuditEntry, Cohort, Membership, Regrade, RegradeChange
 
 
 class MembershipInline(admin.TabularInline):
@@ -48,4 +48,22 @@ class RegradeAdmin(admin.ModelAdmin):
         return False
 
     def has_change_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(AuditEntry)
+class AuditEntryAdmin(admin.ModelAdmin):
+    """Instructors' actions on learners' data and grades: read-only."""
+
+    list_display = ("at", "user", "action", "cohort", "detail")
+    list_filter = ("action", "cohort")
+    search_fields = ("user__username", "detail")
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
         return False

@@ -70,3 +70,23 @@ class RegradeChange(models.Model):
     attempt = models.ForeignKey("quizzes.Attempt", on_delete=models.CASCADE, related_name="regrades")
     old_score = models.FloatField()
     new_score = models.FloatField()
+
+
+class AuditEntry(models.Model):
+    """What an instructor did that touches learners' data or grades: kept, read-only."""
+
+    class Action(models.TextChoices):
+        CLASS_CREATED = "class_created", _("made a class")
+        EXPORTED = "exported", _("downloaded scores")
+        ITEMS_COMPUTED = "items_computed", _("computed the item analysis")
+        REGRADED = "regraded", _("regraded a question")
+        DEMO_OPENED = "demo_opened", _("opened the class demo")
+
+    at = models.DateTimeField(auto_now_add=True, db_index=True)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    action = models.CharField(max_length=20, choices=Action.choices)
+    cohort = models.ForeignKey(Cohort, null=True, blank=True, on_delete=models.SET_NULL, related_name="audit")
+    detail = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["-at"]

@@ -5,7 +5,7 @@ from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 from django.utils.translation import gettext as _
 
-from courseapp.instructor.models import Cohort, Membership, Regrade, RegradeChange
+from courseapp.instructor.models import AuditEntry, Cohort, Membership, Regrade, RegradeChange
 from courseapp.instructor.roles import instructors_group
 
 
@@ -20,6 +20,7 @@ def cohort_create(*, instructor, name: str, lesson) -> Cohort:
     with transaction.atomic():
         cohort = Cohort.objects.create(name=name, lesson=lesson)
         cohort.instructors.add(instructor)
+        audit(user=instructor, action=AuditEntry.Action.CLASS_CREATED, cohort=cohort, detail=name)
     return cohort
 
 
@@ -112,4 +113,10 @@ def regrade_apply(*, cohort: Cohort, question, by) -> Regrade:
             Attempt.objects.filter(pk=change.attempt.pk).update(score=change.new, feedback=change.feedback)
         RegradeChange.objects.bulk_create(
             RegradeChange(regrade=regrade, attempt=c.attempt, old_score=c.old, new_score=c.new) for c in changes)
+        audit(user=by, action=AuditEntry.Action.REGRADED, cohort=cohort, detail=f"{question.slug}: {len(changes)} scores")
     return regrade
+
+
+def audit(*, user, action: str, cohort=None, detail: str = "") -> None:
+    AuditEntry.objects.create(user=user if getattr(user, "is_authenticated", False) else None, action=action,
+                              cohort=cohort, detail=detail[:200])

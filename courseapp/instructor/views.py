@@ -108,6 +108,7 @@ def cohort_export(request, cohort_id, what):
     if what not in ("gradebook", "scores"):
         raise Http404
     rows = selectors.gradebook_rows(cohort) if what == "gradebook" else selectors.score_rows(cohort)
+    services.audit(user=request.user, action="exported", cohort=cohort, detail=f"{what}.csv")
     buffer = io.StringIO()
     csv.writer(buffer).writerows(rows)
     response = HttpResponse("\ufeff" + buffer.getvalue(), content_type="text/csv; charset=utf-8")  # BOM: Excel reads UTF-8
@@ -124,6 +125,7 @@ def cohort_items(request, cohort_id):
     basis = request.GET.get("basis") if request.GET.get("basis") in selectors.BASES else "first"
     kept = services.item_analysis_kept(cohort_id=cohort.pk, basis=basis)
     if request.method == "POST" or kept is None:
+        services.audit(user=request.user, action="items_computed", cohort=cohort, detail=basis)
         if settings.DEMO_HOST == "celery":
             from courseapp.instructor.tasks import item_analysis
 

@@ -197,3 +197,15 @@ def test_progress_by_day_counts_answers_and_mastery_as_of_each_day(small_class):
     assert days[0].mastery == [0.0, 0.0] and days[-1].mastery == [0.5, 0.0]
     page = login("teacher").get(reverse("instructor:progress", args=[cohort.pk])).content.decode()
     assert "<polyline" in page and "50%" in page
+
+
+def test_instructor_actions_are_audited(small_class):
+    from courseapp.instructor.models import AuditEntry
+
+    cohort, teacher, *_ = small_class
+    client = login("teacher")
+    client.get(reverse("instructor:export", args=[cohort.pk, "scores"]))
+    client.post(reverse("instructor:items", args=[cohort.pk]))
+    actions = list(AuditEntry.objects.order_by("at", "pk").values_list("action", "user__username", "cohort_id"))
+    assert actions == [("class_created", "teacher", cohort.pk), ("exported", "teacher", cohort.pk),
+                       ("items_computed", "teacher", cohort.pk)]
