@@ -8,6 +8,7 @@ come without answers or explanations; option ids are the same opaque ids the pag
 from datetime import datetime
 
 from django.conf import settings
+from django.db import transaction
 from django.db.models import Q
 from django.http import Http404
 from ninja import Header, NinjaAPI, Path, Query, Schema, Status
@@ -150,12 +151,15 @@ ERRORS = {400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut, 409: Error
 
 
 # --- helpers ------------------------------------------------------------------------------------
-def _cohorts(request):
-    return request.auth.cohorts.all()
+def _cohorts(request) -> list[Cohort]:
+    """The token's classes, read once per request."""
+    if not hasattr(request, "_api_cohorts"):
+        request._api_cohorts = list(request.auth.cohorts.all())
+    return request._api_cohorts
 
 
 def _lesson_questions(request):
-    lessons = _cohorts(request).values_list("lesson_id", flat=True)
+    lessons = {c.lesson_id for c in _cohorts(request)}
     return Question.objects.filter(lesson_id__in=lessons).select_related("objective", "lesson").order_by("lesson__number", "order", "pk")
 
 
@@ -215,7 +219,7 @@ def _only(request, *names: str) -> None:
 
 
 def _cohort_for_submission(request, class_id: int | None) -> Cohort:
-    cohorts = list(_cohorts(request))
+    cohorts = _cohorts(request)
     if class_id is not None:
         for cohort in cohorts:
             if cohort.pk == class_id:
@@ -250,7 +254,8 @@ def submit(request, body: SubmissionIn, key: str | None = Header(
     payload = body.dict()
 
     def answer():
-        question = _lesson_questions(request).filter(slug=body.question).first()
+        question = Question.objects.select_related("lesson").filter(
+            lesson_id__in={c.lesson_id for c in _cohorts(request)}, slug=body.question).first()
         if question is None:
             raise Problem(404, "question_not_found", f"No question {body.question!r} in this token's lessons.")
         cohort = _cohort_for_submission(request, body.class_id)
@@ -268,7 +273,8 @@ def submit(request, body: SubmissionIn, key: str | None = Header(
                           "url": request.build_absolute_uri(anchor_url(question.lesson, question.anchor))}],
             "may_reveal": may_reveal, "answer": reveal_answer(question).lines if may_reveal else None, "created": created}
 
-    return Status(*services.idempotent(client=client, key=key, body=payload, answer=answer))
+    with transaction.atomic():  # learner, attempt and kept answer: one write transaction, not three
+        return Status(*services.idempotent(client=client, key=key, body=payload, answer=answer))
 
 
 @api.get("/v1/gradebook", response={200: list[GradebookRow], **ERRORS}, summary="Latest scores of every learner in the token's classes")
@@ -277,7 +283,7 @@ def gradebook(request, class_id: int | None = Query(None, ge=1, le=2**63 - 1)):
     from courseapp.instructor.selectors import scores_by_learner
 
     _only(request, "class_id")
-    cohorts = list(_cohorts(request))
+    cohorts = _cohorts(request)
     if class_id is not None:
         cohorts = [c for c in cohorts if c.pk == class_id]
         if not cohorts:

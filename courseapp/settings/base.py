@@ -156,7 +156,7 @@ HTTP_THREADS = int(os.environ.get("HTTP_THREADS", "2"))
 # in the ASGI process. HTTP_WORKER_PATHS: the paths they answer (nothing that touches the demo).
 _CORES = os.cpu_count() or 1
 HTTP_WORKERS = int(os.environ.get("HTTP_WORKERS", _CORES if _CORES > 1 else 0))
-HTTP_WORKER_PATHS = r"^/(?:$|lessons/|questions/|progress/)"
+HTTP_WORKER_PATHS = r"^/(?:$|lessons/|questions/|progress/|api/)"
 # One process by default: a local-memory cache big enough for a class's sessions and rendered
 # sections (Redis replaces it when scaled, below).
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "OPTIONS": {"MAX_ENTRIES": 20000}}}
@@ -208,6 +208,18 @@ if REDIS_URL:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+# Rate limits (courseapp/demo/limits.py) are counted where every process answering requests sees
+# them: Redis when scaled; with HTTP worker processes and no Redis, files in a folder the server
+# makes as it starts (its spawned workers inherit the variable), since LocMem is per process.
+if REDIS_URL or not HTTP_WORKERS:
+    CACHES["limits"] = dict(CACHES["default"])
+else:
+    import tempfile
+
+    CACHES["limits"] = {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+                        "LOCATION": os.environ.setdefault("COURSEAPP_LIMITS_DIR", tempfile.mkdtemp(prefix="courseapp-limits-")),
+                        "OPTIONS": {"MAX_ENTRIES": 100_000}}
 
 
 
@@ -263,5 +275,5 @@ LAB_STALE_S = 60  # a queued or running run whose thread stayed silent this long
 LAB_BASE_URL = os.environ.get("LAB_BASE_URL", "")  # how the lab reaches this server; default: the page's own address
 
 # Quiz grading API (courseapp/api): requests per token per minute.
-GRADING_API_RATE_PER_MINUTE = int(os.environ.get("GRADING_API_RATE_PER_MINUTE", "6000"))
+GRADING_API_RATE_PER_MINUTE = int(os.environ.get("GRADING_API_RATE_PER_MINUTE", "20000"))  # a class's LMS: one token
 GRADING_API_PAGE_SIZE = 50
