@@ -40,8 +40,6 @@ import asyncio
 import gc
 import json
 import os
-import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -49,6 +47,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from bench.server import cpu_seconds, free_port, percentile, start_daphne, stop_server, wait_answering
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET_RATIO = 0.85  # HTTP tok/s ÷ in-process, at 8 and at 32 streams
@@ -88,16 +87,6 @@ class Phase:
         return self.tokens / self.span if self.span > 0 else 0.0
 
 
-def percentile(values, p: float) -> float:
-    """Linear interpolation between closest ranks (numpy's default); nan for no values."""
-    xs = sorted(values)
-    if not xs:
-        return float("nan")
-    k = (len(xs) - 1) * p / 100
-    lo = int(k)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
-
 
 def workload(n: int, varied: bool) -> list[list[dict]]:
     """§6 experiment 2: the same chat request n times (or, varied, the demo's inquiries cycled)."""
@@ -110,33 +99,13 @@ def workload(n: int, varied: bool) -> list[list[dict]]:
 
 
 # --- CPU accounting ----------------------------------------------------------------------------
-def _cpu_of(pid: int | None) -> float:
-    """CPU seconds (user + system) of a process and every descendant still alive; this process's
-    own when pid is None."""
-    import psutil
-
-    try:
-        proc = psutil.Process(pid)
-        procs = [proc, *proc.children(recursive=True)] if pid is not None else [proc]
-    except psutil.NoSuchProcess:
-        return 0.0
-    total = 0.0
-    for p in procs:
-        try:
-            t = p.cpu_times()
-            total += t.user + t.system
-        except psutil.NoSuchProcess:
-            pass
-    return total
-
-
 class CpuMeter:
     def __init__(self, server_pid: int | None, in_process_pid: int | None):
         self.server_pid, self.in_process_pid = server_pid, in_process_pid
 
     def read(self) -> dict:
-        return {"bench": _cpu_of(None), "server": _cpu_of(self.server_pid) if self.server_pid else 0.0,
-                "in-process": _cpu_of(self.in_process_pid) if self.in_process_pid else 0.0}
+        return {"bench": cpu_seconds(None), "server": cpu_seconds(self.server_pid) if self.server_pid else 0.0,
+                "in-process": cpu_seconds(self.in_process_pid) if self.in_process_pid else 0.0}
 
 
 # --- in-process --------------------------------------------------------------------------------
@@ -267,56 +236,11 @@ async def engine_ttft_totals(http, base_url: str, model: str) -> tuple[float, fl
 
 
 # --- the server --------------------------------------------------------------------------------
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_server(port: int, log_path: Path) -> subprocess.Popen:
-    """Daphne as `make run` starts it, in a process group of its own (its HTTP worker processes
-    are its children), with this process's environment (the same settings module and SERVING_*)."""
-    daphne = Path(sys.executable).with_name("daphne")
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    log = open(log_path, "w")
-    try:
-        return subprocess.Popen([str(daphne), "-b", "127.0.0.1", "-p", str(port), "courseapp.asgi:application"],
-                                cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    finally:
-        log.close()
-
-
-def wait_ready(proc: subprocess.Popen, base_url: str, log_path: Path, timeout: float = 180.0) -> str:
+def wait_ready(proc, base_url: str, log_path: Path, timeout: float = 180.0) -> str:
     """Until GET /v1/models answers (it builds the served engine: the model loads); the model's id."""
-    import httpx2 as httpx  # what the openai client itself uses
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the server exited ({proc.returncode}):\n{log_path.read_text()[-3000:]}")
-        try:
-            response = httpx.get(f"{base_url}/v1/models", timeout=60,
-                                 headers={"Authorization": f"Bearer {os.environ.get('SERVING_API_KEY') or 'EMPTY'}"})
-            if response.status_code == 200:
-                return response.json()["data"][0]["id"]
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise RuntimeError(f"the server did not answer /v1/models in {timeout:.0f} s:\n{log_path.read_text()[-3000:]}")
-
-
-def stop_server(proc: subprocess.Popen) -> None:
-    """SIGTERM to its process group, then SIGKILL if it is still there after 10 s."""
-    if proc.poll() is not None:
-        return
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(10)
-    except ProcessLookupError:
-        pass
+    response = wait_answering(proc, f"{base_url}/v1/models", log_path=log_path, timeout=timeout,
+                              headers={"Authorization": f"Bearer {os.environ.get('SERVING_API_KEY') or 'EMPTY'}"})
+    return response.json()["data"][0]["id"]
 
 
 # --- the report --------------------------------------------------------------------------------
@@ -499,7 +423,7 @@ def main(argv=None) -> int:
     engine = proc = None
     try:
         engine = InProcess()  # the engine as the server builds it (SERVING_TORCH_THREADS), in its own process
-        proc = start_server(port, log_path)
+        proc = start_daphne(port, {**os.environ, "PYTHONUNBUFFERED": "1"}, log_path)  # this process's settings and SERVING_*
         model = wait_ready(proc, base_url, log_path)
         print(f"server: {' '.join(proc.args)} (pid {proc.pid}, settings {os.environ['DJANGO_SETTINGS_MODULE']})",
               flush=True)

@@ -60,7 +60,6 @@ import os
 import random
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -69,6 +68,8 @@ import uuid
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from bench.server import cpu_seconds, free_port, percentile, start_daphne, stop_server, wait_answering
 
 ROOT = Path(__file__).resolve().parent.parent
 SETTINGS = "courseapp.settings.dev"  # what `make run` uses
@@ -174,78 +175,9 @@ class Database:
 
 
 # --- the server --------------------------------------------------------------------------------
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_server(port: int, env: dict, log_path: Path) -> subprocess.Popen:
-    """Daphne as `make run` starts it, in a process group of its own (its HTTP worker processes
-    are its children)."""
-    daphne = Path(sys.executable).with_name("daphne")
-    log = open(log_path, "w")
-    try:
-        return subprocess.Popen([str(daphne), "-b", "127.0.0.1", "-p", str(port), "courseapp.asgi:application"],
-                                cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    finally:
-        log.close()
-
-
-def wait_ready(proc: subprocess.Popen, base_url: str, token: str, log_path: Path, timeout: float = 120.0) -> None:
-    import httpx2 as httpx
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the server exited ({proc.returncode}):\n{log_path.read_text()[-3000:]}")
-        try:
-            r = httpx.get(f"{base_url}/api/v1/questions", headers={"Authorization": f"Bearer {token}"}, timeout=30)
-            if r.status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise RuntimeError(f"the server did not answer /api/v1/questions in {timeout:.0f} s:\n{log_path.read_text()[-3000:]}")
-
-
-def stop_server(proc: subprocess.Popen) -> None:
-    """SIGTERM to its process group, then SIGKILL if anything of it is still there after 10 s."""
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        pass
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)  # the group: worker processes that outlived Daphne too
-    except ProcessLookupError:
-        pass
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        pass
-
-
-def cpu_seconds(pid: int | None) -> float:
-    """CPU seconds (user + system) of a process and its live descendants; this process's when None."""
-    import psutil
-
-    try:
-        proc = psutil.Process(pid)
-        procs = [proc, *proc.children(recursive=True)] if pid is not None else [proc]
-    except psutil.NoSuchProcess:
-        return 0.0
-    total = 0.0
-    for p in procs:
-        try:
-            t = p.cpu_times()
-            total += t.user + t.system
-        except psutil.NoSuchProcess:
-            pass
-    return total
+def wait_ready(proc, base_url: str, token: str, log_path: Path, timeout: float = 120.0) -> None:
+    wait_answering(proc, f"{base_url}/api/v1/questions", headers={"Authorization": f"Bearer {token}"},
+                   log_path=log_path, timeout=timeout)
 
 
 def postgres_cpu_seconds() -> float:
@@ -446,16 +378,6 @@ def summarize_profile(path: Path) -> list[str]:
 
 
 # --- one backend -------------------------------------------------------------------------------
-def percentile(values, p: float) -> float:
-    xs = sorted(values)
-    if not xs:
-        return float("nan")
-    k = (len(xs) - 1) * p / 100
-    lo = int(k)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
-
-
 def loadavg() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
@@ -476,7 +398,7 @@ def run_backend(backend: str, args) -> dict:
                   + ", ".join(f"{t} {sum(p['type'] == t for p in info['pool'])}" for t in TYPES), flush=True)
             port = args.port or free_port()
             base_url = f"http://127.0.0.1:{port}"
-            proc = start_server(port, env, log_path)
+            proc = start_daphne(port, env, log_path)
             wait_ready(proc, base_url, info["token"], log_path)
             s = info["settings"]
             print(f"[{backend}] server: {' '.join(proc.args[1:])} (pid {proc.pid}; {args.settings}; HTTP_THREADS "

@@ -19,7 +19,6 @@ import json
 import os
 import random
 import re
-import signal
 import socket
 import statistics
 import subprocess
@@ -31,17 +30,13 @@ from pathlib import Path
 import aiohttp
 import websockets
 
+from bench.server import free_port, stop_server
+
 ROOT = Path(__file__).resolve().parent.parent
 SECTIONS = ["s0", "s1", "s2", "s3", "s4", "s5", "s6", "appendix-a", "appendix-b", "appendix-c"]
 CARD = re.compile(r'<div class="question" id="q-([\w-]+)"[^>]*data-type="(\w+)"(.*?)</form>', re.S)
 NONCE = re.compile(r'name="nonce"[^>]*value="([^"]+)"')
 CHOICE = re.compile(r'name="choice" value="([^"]+)"')
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start_server(tmp: str, **settings: str):
@@ -62,14 +57,6 @@ def start_server(tmp: str, **settings: str):
                 return proc, f"http://127.0.0.1:{port}"
         time.sleep(0.2)
     raise RuntimeError("the server did not start")
-
-
-def stop_server(proc) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(10)
-    except (ProcessLookupError, subprocess.TimeoutExpired):
-        os.killpg(proc.pid, signal.SIGKILL)
 
 
 @dataclass
