@@ -139,3 +139,11 @@ def demo_page(browser, asgi_site):
     page.set_default_timeout(60_000)
     yield page
     context.close()
+
+
+def log_in(page, site: str, username: str, password: str) -> None:
+    """Through the login form, as a person would."""
+    page.goto(f"{site}/accounts/login/")
+    page.locator("input[name=username]").fill(username)
+    page.locator("input[name=password]").fill(password)
+    page.locator("form.auth-form button[type=submit]").click()

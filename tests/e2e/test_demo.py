@@ -8,6 +8,8 @@ import pytest
 from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import expect
 
+from tests.e2e.conftest import log_in
+
 pytestmark = pytest.mark.e2e
 
 AXE_OPTIONS = {"resultTypes": ["violations"], "rules": {"target-size": {"enabled": True}}}
@@ -173,10 +175,7 @@ def test_class_mode_learners_requests_interleave_in_the_instructors_run(browser,
     get_user_model().objects.create_user("teacher", password="a-long-passphrase-1", is_staff=True)
     teacher = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
     teacher.set_default_timeout(60_000)
-    teacher.goto(f"{asgi_site}/accounts/login/")
-    teacher.locator("input[name=username]").fill("teacher")
-    teacher.locator("input[name=password]").fill("a-long-passphrase-1")
-    teacher.locator("form.auth-form button[type=submit]").click()
+    log_in(teacher, asgi_site, "teacher", "a-long-passphrase-1")
     teacher.goto(f"{asgi_site}/demo/")
     teacher.get_by_role("button", name="수업용 공유 실행 열기").click()
     code = teacher.locator("[data-join-code]").inner_text()

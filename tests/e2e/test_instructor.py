@@ -10,6 +10,7 @@ from courseapp.lessons.models import Lesson
 from courseapp.quizzes.models import Question
 from tests.answers import right_form
 from tests.e2e.test_axe import violations
+from tests.e2e.conftest import log_in
 
 pytestmark = pytest.mark.e2e
 
@@ -36,10 +37,7 @@ def test_dashboard_shows_a_learners_real_attempts_and_drills_down_by_keyboard(br
 
     teacher = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
     teacher.set_default_timeout(15_000)
-    teacher.goto(f"{site}/accounts/login/")
-    teacher.locator("input[name=username]").fill("kim")
-    teacher.locator("input[name=password]").fill("a-long-passphrase-1")
-    teacher.locator("form.auth-form button[type=submit]").click()
+    log_in(teacher, site, "kim", "a-long-passphrase-1")
     teacher.goto(f"{site}/teach/")
     teacher.get_by_role("link", name="월요일 오전반").click()
     heatmap = teacher.locator("table.heatmap")

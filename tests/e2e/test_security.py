@@ -2,6 +2,8 @@
 import pytest
 from playwright.sync_api import expect
 
+from tests.e2e.conftest import log_in
+
 pytestmark = pytest.mark.e2e
 
 # Registered through the DevTools protocol, so the policy under test does not apply to it.
@@ -56,9 +58,6 @@ def test_five_wrong_passwords_lock_the_account_out_over_daphne(demo_page, asgi_s
     User.objects.create_user("mina", password="correct-horse-battery")
     page = demo_page
     for password in ["a", "b", "c", "d", "e", "correct-horse-battery"]:
-        page.goto(f"{asgi_site}/accounts/login/")
-        page.locator("input[name=username]").fill("mina")
-        page.locator("input[name=password]").fill(password)
-        page.locator("main button[type=submit]").click()
+        log_in(page, asgi_site, "mina", password)
     expect(page.get_by_test_id("throttled")).to_contain_text("15분")
     expect(page.get_by_role("button", name="로그아웃 (mina)")).to_have_count(0)

@@ -92,6 +92,13 @@ def test_runs_per_hour_are_limited_per_learner(client, launched, settings):
     assert start(Client()).status_code == 302, "another learner has an allowance of their own"
 
 
+def as_learner(client, learner) -> None:
+    """This browser is that guest learner (the session says so)."""
+    session = client.session
+    session["learner_id"] = learner.pk
+    session.save()
+
+
 def _finished(learner, report, **knobs):
     return LabRun.objects.create(learner=learner, status=LabRun.Status.FINISHED, report=report,
                                  knobs={**services.knobs_for_preset("default"), **knobs}, script=report["script"])
@@ -100,9 +107,7 @@ def _finished(learner, report, **knobs):
 @pytest.mark.django_db
 def test_reports_and_downloads_are_their_owners_only(client, sample_report):
     owner = Learner.objects.create()
-    session = client.session
-    session["learner_id"] = owner.pk
-    session.save()
+    as_learner(client, owner)
     run = _finished(owner, sample_report)
     page = client.get(reverse("lab:run", args=[run.pk])).content.decode()
     assert "2. 같은 요청 8건 동시" in page and "vllm serve x --max-num-seqs 8" in page
@@ -121,9 +126,7 @@ def test_reports_and_downloads_are_their_owners_only(client, sample_report):
 @pytest.mark.django_db
 def test_compare_marks_the_knob_that_differs_and_markup_stays_text(client, sample_report):
     learner = Learner.objects.create()
-    session = client.session
-    session["learner_id"] = learner.pk
-    session.save()
+    as_learner(client, learner)
     sample_report["single"]["text"] = "<script>alert(1)</script>"
     a = _finished(learner, sample_report)
     b = _finished(learner, sample_report, enable_prefix_caching=False)
@@ -137,9 +140,7 @@ def test_compare_marks_the_knob_that_differs_and_markup_stays_text(client, sampl
 @pytest.mark.django_db
 def test_progress_polls_while_running_and_asks_for_a_reload_at_the_end(client):
     learner = Learner.objects.create()
-    session = client.session
-    session["learner_id"] = learner.pk
-    session.save()
+    as_learner(client, learner)
     run = LabRun.objects.create(learner=learner, knobs=services.knobs_for_preset("default"), status=LabRun.Status.RUNNING,
                                 progress={"done": 3, "total": 14, "message": "실험 1: 요청 1건"})
     partial = client.get(reverse("lab:progress", args=[run.pk])).content.decode()
