@@ -280,7 +280,7 @@ def submit(request, body: SubmissionIn, key: str | None = Header(
 @api.get("/v1/gradebook", response={200: list[GradebookRow], **ERRORS}, summary="Latest scores of every learner in the token's classes")
 @paginate(PageNumberPagination, page_size=settings.GRADING_API_PAGE_SIZE)
 def gradebook(request, class_id: int | None = Query(None, ge=1, le=2**63 - 1)):
-    from courseapp.instructor.selectors import scores_by_learner
+    from courseapp.learners.selectors import scores_by_learner
 
     _only(request, "class_id")
     cohorts = _cohorts(request)

@@ -4,6 +4,7 @@ only through a class they belong to."""
 from dataclasses import dataclass
 
 from courseapp.instructor.models import Cohort, Membership
+from courseapp.learners.selectors import scores_by_learner
 from courseapp.lessons.outline import outline_for
 from courseapp.quizzes.models import Attempt
 
@@ -51,21 +52,6 @@ class RosterRow:
     membership: Membership
     cells: list  # one Cell per objective, in the lesson's order
     answered: int  # questions answered at least once
-
-
-def scores_by_learner(learner_ids, question_ids, basis: str) -> dict[int, dict[int, float]]:
-    """learner → question → the score of their latest (or first) attempt at it, in one query."""
-    wanted = set(question_ids)
-    out: dict[int, dict[int, float]] = {}
-    rows = Attempt.objects.filter(learner_id__in=list(learner_ids)).order_by("created_at", "pk").values_list(
-        "learner_id", "question_id", "score")
-    for learner_id, question_id, score in rows:
-        if question_id not in wanted:
-            continue
-        seen = out.setdefault(learner_id, {})
-        if basis == "latest" or question_id not in seen:
-            seen[question_id] = score
-    return out
 
 
 def roster(cohort: Cohort, basis: str = "latest") -> tuple[list, list[RosterRow]]:

@@ -25,16 +25,24 @@ def latest_scores(learner: Learner | None, questions) -> dict[int, float]:
     """question id → score of the learner's most recent attempt at it."""
     if learner is None:
         return {}
-    wanted = set(questions)
-    latest = {}
-    # All the learner's attempts, filtered here: a few dozen rows read faster than the ORM
-    # builds an IN clause of every question of the lesson.
-    for question_id, score in (
-        Attempt.objects.filter(learner=learner).order_by("created_at", "pk").values_list("question_id", "score")
-    ):
-        if question_id in wanted:
-            latest[question_id] = score  # later rows overwrite earlier ones
-    return latest
+    return scores_by_learner([learner.pk], questions, "latest").get(learner.pk, {})
+
+
+def scores_by_learner(learner_ids, question_ids, basis: str) -> dict[int, dict[int, float]]:
+    """learner → question → the score of their latest (or first) attempt at it, in one query. The
+    learners' attempts are all read and the questions picked here: a few dozen rows each read faster
+    than the ORM builds an IN clause of every question of the lesson."""
+    wanted = set(question_ids)
+    out: dict[int, dict[int, float]] = {}
+    rows = Attempt.objects.filter(learner_id__in=list(learner_ids)).order_by("created_at", "pk").values_list(
+        "learner_id", "question_id", "score")
+    for learner_id, question_id, score in rows:
+        if question_id not in wanted:
+            continue
+        seen = out.setdefault(learner_id, {})
+        if basis == "latest" or question_id not in seen:
+            seen[question_id] = score
+    return out
 
 
 _STAMP = code_stamp("lessons/partials", "learners/partials")
