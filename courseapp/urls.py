@@ -14,6 +14,7 @@ urlpatterns = [
     path("demo/", include("courseapp.demo.urls")),
     path("lab/", include("courseapp.lab.urls")),
     path("", include("courseapp.instructor.urls")),
+    path("", include("courseapp.lti.urls")),
     path("api/", api.urls),
     path("progress/", learner_views.progress, name="progress"),
     path("accounts/login/", learner_views.GuestKeepingLoginView.as_view(), name="login"),

@@ -7,6 +7,7 @@ from django.utils.translation import gettext as _
 
 from courseapp.instructor.models import AuditEntry, Cohort, Membership, Regrade, RegradeChange
 from courseapp.instructor.roles import instructors_group
+from courseapp.lti import services as lti_services
 
 
 class JoinRefused(ValueError):
@@ -114,6 +115,8 @@ def regrade_apply(*, cohort: Cohort, question, by) -> Regrade:
         RegradeChange.objects.bulk_create(
             RegradeChange(regrade=regrade, attempt=c.attempt, old_score=c.old, new_score=c.new) for c in changes)
         audit(user=by, action=AuditEntry.Action.REGRADED, cohort=cohort, detail=f"{question.slug}: {len(changes)} scores")
+        for learner_id in {c.attempt.learner_id for c in changes}:  # an LMS gradebook hears of it too
+            lti_services.score_changed(learner_id=learner_id)
     return regrade
 
 

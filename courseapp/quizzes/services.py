@@ -3,6 +3,7 @@ import secrets
 
 from django.db import IntegrityError, transaction
 
+from courseapp.lti import services as lti_services
 from courseapp.quizzes import grading
 from courseapp.quizzes.models import Attempt, Question
 from courseapp.quizzes.responses import validate
@@ -40,6 +41,7 @@ def attempt_submit(*, learner, question: Question, response: dict, nonce: str) -
                 feedback=feedback,
                 nonce=nonce or secrets.token_urlsafe(16),
             )
+            lti_services.score_changed(learner_id=learner.pk)  # an LMS gradebook (if any) gets the new score
     except IntegrityError:  # the same nonce raced in from a parallel request
         return Attempt.objects.get(learner=learner, question=question, nonce=nonce), False
     return attempt, True

@@ -34,6 +34,8 @@ INSTALLED_APPS = [
     "courseapp.lab",
     "courseapp.instructor",
     "courseapp.api",
+    "lti_tool",  # django-lti: LMS registrations, deployments, the tool's keys (JWKS)
+    "courseapp.lti",
 ]
 
 MIDDLEWARE = [
@@ -236,7 +238,8 @@ SESSION_ENGINE = session_engine(HTTP_WORKERS, CACHES)
 
 CELERY_BROKER_URL = REDIS_URL or "memory://"  # an engine worker refuses memory:// (demo/worker.py)
 CELERY_TASK_ROUTES = {"demo.run": {"queue": "engine"}, "serving.generate": {"queue": "engine"},
-                      "instructor.item_analysis": {"queue": "engine"}}
+                      "instructor.item_analysis": {"queue": "engine"},
+                      "lti.passback": {"queue": "engine"}}
 CELERY_TASK_ACKS_LATE = True  # a run's message stays in Redis until its run has ended
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1  # a worker takes only what it has seats for; the rest wait, "queued"
 CELERY_TASK_IGNORE_RESULT = True  # runs report through the database; nobody reads task results
@@ -277,3 +280,9 @@ LAB_BASE_URL = os.environ.get("LAB_BASE_URL", "")  # how the lab reaches this se
 # Quiz grading API (courseapp/api): requests per token per minute.
 GRADING_API_RATE_PER_MINUTE = int(os.environ.get("GRADING_API_RATE_PER_MINUTE", "20000"))  # a class's LMS: one token
 GRADING_API_PAGE_SIZE = 50
+
+# LTI 1.3 (courseapp/lti): scores go back to the LMS by Assignment and Grade Services; a failed
+# send is tried again after BACKOFF, 2×BACKOFF, 4×BACKOFF … up to MAX_ATTEMPTS tries in all.
+LTI_PASSBACK_MAX_ATTEMPTS = int(os.environ.get("LTI_PASSBACK_MAX_ATTEMPTS", "6"))
+LTI_PASSBACK_BACKOFF_S = float(os.environ.get("LTI_PASSBACK_BACKOFF_S", "5"))
+LTI_HTTP_TIMEOUT_S = 10.0  # the LMS's token and score endpoints

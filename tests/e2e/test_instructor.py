@@ -54,8 +54,11 @@ def test_dashboard_shows_a_learners_real_attempts_and_drills_down_by_keyboard(br
     teacher.keyboard.press("Enter")
     expect(teacher.locator("table.attempts")).to_contain_text(question.slug)
     assert violations(teacher) == []
-    for page_name in ("items", "progress", "regrades"):
+    for page_name in ("items", "progress", "regrades", "lms-grades"):
         teacher.goto(f"{site}/teach/classes/{cohort.pk}/{page_name}/")
         assert violations(teacher) == [], page_name
         if page_name == "progress":
             expect(teacher.locator("table.progress-days tbody tr")).to_have_count(1)  # one day of answers
+    teacher.goto(f"{site}/lti/")  # the LTI registration page an LMS administrator copies from
+    expect(teacher.locator("pre.jwks")).to_contain_text('"kty": "RSA"')
+    assert violations(teacher) == []

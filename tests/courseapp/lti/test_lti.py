@@ -1,0 +1,265 @@
+"""LTI 1.3 against a test LMS (platform.py: signed JWTs, its own JWKS over HTTP): OIDC login and
+launch, the learner's class and placement, deep linking, and scores back by AGS — including a
+send the LMS refuses, retried until it lands."""
+import io
+import time
+
+import pytest
+from django.core.management import call_command
+from django.test import Client
+from django.urls import reverse
+from lti_tool.models import Key, LtiDeployment, LtiRegistration
+
+from courseapp.instructor import services as instructor_services
+from courseapp.instructor.models import Membership
+from courseapp.instructor.roles import is_instructor
+from courseapp.lessons.models import Lesson, Section
+from courseapp.lti import services
+from courseapp.lti.models import Passback, Placement
+from courseapp.quizzes.models import Question
+from tests.answers import right_form, wrong_form
+from tests.courseapp.lti.platform import INSTRUCTOR, LEARNER, SCORE_SCOPE, Platform, with_params
+
+SERVER = "http://testserver"
+
+
+@pytest.fixture
+def platform(db):
+    if not Key.objects.active().exists():  # a transactional test before this one emptied the tables
+        Key.objects.generate()
+    lms = Platform(tool_jwks=Key.objects.as_jwks())
+    call_command("lti_register", "Test LMS", issuer=lms.iss, client_id=lms.client_id, auth_url=lms.auth_url,
+                 token_url=lms.token_url, keyset_url=lms.keyset_url, deployment_id=[lms.deployment_id], stdout=io.StringIO())
+    yield lms
+    lms.close()
+
+
+def launch(client: Client, lms: Platform, user_id: str, roles=(LEARNER,), **claims):
+    """The browser's part of a launch: the LMS's login request to the tool, the tool's redirect to
+    the LMS, the LMS's signed form post back to the tool."""
+    registration = LtiRegistration.objects.get(issuer=lms.iss)
+    login_url = lms.login_url(tool_login_url=SERVER + reverse("lti:login", args=[registration.uuid]),
+                              launch_url=SERVER + reverse("lti:launch"), user_id=user_id)
+    # lti1p3_new_window: what PyLTI1p3's cookie-check page adds once it found cookies allowed
+    answer = client.get(with_params(login_url.removeprefix(SERVER), lti1p3_new_window="1"))
+    assert answer.status_code == 302, answer.content[:300]
+    form = lms.launch(answer["Location"], user_id=user_id, roles=list(roles), **claims)
+    return client.post(reverse("lti:launch"), form)
+
+
+def section_questions(slug: str) -> list[Question]:
+    section = Section.objects.get(lesson__number=21, slug=slug)
+    return list(Question.objects.filter(lesson__number=21, anchor__in=section.anchors).order_by("order"))
+
+
+def test_a_learner_launch_signs_in_joins_the_courses_class_and_opens_the_placed_section(platform):
+    client = Client()
+    answer = launch(client, platform, "stu-1", custom={"section": "s2"})
+    section = Section.objects.get(lesson__number=21, slug="s2")
+    assert answer.status_code == 302 and answer["Location"] == section.get_absolute_url()
+    user = client.get(reverse("progress")).wsgi_request.user
+    assert user.is_authenticated and user.first_name == "학생 stu-1" and not user.has_usable_password()
+    membership = Membership.objects.get(learner__user=user)
+    assert membership.via == Membership.Via.LTI and membership.cohort.name == "LLM 서빙 2026"
+    placement = Placement.objects.get()
+    assert placement.cohort == membership.cohort and placement.section == section
+    assert placement.lineitem_url == platform.lineitem_url(1) and SCORE_SCOPE in placement.ags_scopes
+    passback = Passback.objects.get()
+    assert (passback.score_given, passback.score_maximum) == (0, len(section_questions("s2")))
+
+    # The same person launching again is the same account in the same class, not a second one.
+    again = Client()
+    launch(again, platform, "stu-1", custom={"section": "s2"})
+    assert again.get(reverse("progress")).wsgi_request.user == user
+    assert Membership.objects.count() == 1 and Passback.objects.count() == 1
+
+
+def test_an_instructor_launch_teaches_the_class_and_opens_its_dashboard(platform):
+    client = Client()
+    learner_client = Client()
+    launch(learner_client, platform, "stu-1")
+    answer = launch(client, platform, "prof-1", roles=(INSTRUCTOR,))
+    user = client.get("/").wsgi_request.user
+    cohort = Membership.objects.get().cohort
+    assert answer["Location"] == reverse("instructor:cohort", args=[cohort.pk])
+    assert is_instructor(user) and list(cohort.instructors.all()) == [user]
+    assert not Membership.objects.filter(learner__user=user).exists()
+    assert client.get(answer["Location"]).status_code == 200
+
+
+def test_launches_that_do_not_verify_are_refused_with_the_reason(platform):
+    client = Client()
+    registration = LtiRegistration.objects.get(issuer=platform.iss)
+    login_url = platform.login_url(tool_login_url=SERVER + reverse("lti:login", args=[registration.uuid]),
+                                   launch_url=SERVER + reverse("lti:launch"), user_id="stu-1")
+    redirect = client.get(with_params(login_url.removeprefix(SERVER), lti1p3_new_window="1"))["Location"]
+    form = platform.launch(redirect, user_id="stu-1", roles=[LEARNER])
+    header, body, signature = form["id_token"].split(".")
+    forged = {**form, "id_token": f"{header}.{body}.{signature[::-1]}"}
+    answer = client.post(reverse("lti:launch"), forged)
+    assert answer.status_code == 400 and "id_token" in answer.context["message"]  # the library's reason, shown
+    assert not client.get("/").wsgi_request.user.is_authenticated
+    assert not Membership.objects.exists()
+
+    # A registration the tool does not know
+    unknown = client.get(reverse("lti:login", args=["3f1c2b9a-0000-4000-8000-000000000000"]),
+                         {"iss": platform.iss, "login_hint": "x", "target_link_uri": SERVER + "/lti/launch/",
+                          "client_id": platform.client_id, "lti1p3_new_window": "1"})
+    assert unknown.status_code == 400
+
+    # A deployment the tool's administrator has not activated
+    LtiDeployment.objects.update(is_active=False)
+    refused = launch(Client(), platform, "stu-2")
+    assert refused.status_code == 403 and not Membership.objects.exists()
+
+
+def test_scores_go_back_by_ags_and_a_refused_send_is_retried_until_it_lands(platform, settings):
+    settings.LTI_PASSBACK_BACKOFF_S = 0  # retries are due at once; the sender thread's timing has its own test
+    client = Client()
+    launch(client, platform, "stu-1", custom={"section": "s2"})
+    passback = Passback.objects.get()
+    questions = section_questions("s2")
+    assert len(questions) >= 2
+    first, *rest = questions
+
+    client.post(reverse("quizzes:submit", args=[first.slug]), {**right_form(first), "nonce": "a1"})
+    passback.refresh_from_db()
+    assert passback.status == Passback.Status.PENDING and passback.score_given == 1
+
+    platform.fail_scores = 1
+    assert services.passback_send(passback_id=passback.pk) == 0  # failed: try again after the backoff
+    passback.refresh_from_db()
+    assert passback.status == Passback.Status.RETRYING and passback.tries == 1 and "503" in passback.last_error
+    assert platform.scores == []
+    assert services.passback_send(passback_id=passback.pk) is None
+    passback.refresh_from_db()
+    assert passback.status == Passback.Status.SENT and passback.tries == 2 and passback.last_error == ""
+    score = platform.scores[-1]
+    assert score["path"] == "/lineitems/1/lineitem/scores"
+    assert score["userId"] == "stu-1" and score["scoreGiven"] == 1 and score["scoreMaximum"] == len(questions)
+    assert score["activityProgress"] == "InProgress" and score["gradingProgress"] == "FullyGraded"
+    assert score["timestamp"].startswith(passback.scored_at.strftime("%Y-%m-%dT%H:%M:%S"))
+    assert platform.score_headers[-1]["Content-Type"] == "application/vnd.ims.lis.v1.score+json"
+    assert services.passback_send(passback_id=passback.pk) is None and len(platform.scores) == 1  # sent once
+
+    for question in rest:
+        client.post(reverse("quizzes:submit", args=[question.slug]), {**wrong_form(question), "nonce": f"w-{question.pk}"})
+    services.passback_send(passback_id=passback.pk)
+    final = platform.scores[-1]
+    assert final["activityProgress"] == "Completed" and final["scoreGiven"] < len(questions)
+
+
+def test_a_send_that_keeps_failing_gives_up_and_the_instructor_can_send_it_again(platform, settings):
+    settings.LTI_PASSBACK_BACKOFF_S = 0
+    settings.LTI_PASSBACK_MAX_ATTEMPTS = 2
+    client = Client()
+    launch(client, platform, "stu-1")
+    passback = Passback.objects.get()
+    platform.fail_scores = 2
+    services.passback_send(passback_id=passback.pk)
+    assert services.passback_send(passback_id=passback.pk) is None  # gave up
+    passback.refresh_from_db()
+    assert passback.status == Passback.Status.FAILED and passback.tries == 2
+
+    teacher = Client()
+    launch(teacher, platform, "prof-1", roles=(INSTRUCTOR,))
+    cohort = passback.placement.cohort
+    page = teacher.get(reverse("lti:passbacks", args=[cohort.pk])).content.decode()
+    assert "503" in page and "학생 stu-1" in page
+    other = Client()
+    other.force_login(instructor_services.instructor_make(username="other-prof")[0])
+    assert other.post(reverse("lti:passback-retry", args=[cohort.pk, passback.pk])).status_code == 404
+    assert other.get(reverse("lti:passbacks", args=[cohort.pk])).status_code == 404
+    assert client.get(reverse("lti:passbacks", args=[cohort.pk])).status_code == 403  # the learner
+
+    teacher.post(reverse("lti:passback-retry", args=[cohort.pk, passback.pk]))
+    passback.refresh_from_db()
+    assert passback.status == Passback.Status.PENDING and passback.tries == 0
+    assert services.passback_send(passback_id=passback.pk) is None
+    passback.refresh_from_db()
+    assert passback.status == Passback.Status.SENT and platform.scores[-1]["userId"] == "stu-1"
+
+
+def test_a_regrade_sends_the_changed_score(platform):
+    client = Client()
+    launch(client, platform, "stu-1", custom={"section": "s2"})
+    question = next(q for q in section_questions("s2") if q.type == "single")
+    client.post(reverse("quizzes:submit", args=[question.slug]), {**wrong_form(question), "nonce": "a1"})
+    chosen = client.get("/").wsgi_request.user.learner.attempts.get().response["choice"]
+    passback = Passback.objects.get()
+    Passback.objects.filter(pk=passback.pk).update(status=Passback.Status.SENT)
+    question.key = {**question.key, "answer": chosen}  # the key was wrong: the learner's answer was right
+    question.save()
+    instructor_services.regrade_apply(cohort=passback.placement.cohort, question=question, by=None)
+    passback.refresh_from_db()
+    assert passback.status == Passback.Status.PENDING and passback.score_given == 1
+
+
+def test_deep_linking_places_a_section_with_a_gradebook_column(platform):
+    client = Client()
+    chooser = launch(client, platform, "prof-1", roles=(INSTRUCTOR,), lineitem=None,
+                     deep_link_return=platform.iss + "/deep-link-return")
+    assert chooser.status_code == 200
+    page = chooser.content.decode()
+    assert 'value="s2"' in page and "21차시" in page
+    launch_id = chooser.context["launch_id"]
+    answer = client.post(reverse("lti:deep-link"), {"launch_id": launch_id, "section": ["s2"]})
+    assert answer.status_code == 200
+    assert answer.context["answer"].return_url == platform.iss + "/deep-link-return"
+    assert f"form-action 'self' {platform.iss}" in answer["Content-Security-Policy"]
+    message = platform.decode_tool_jwt(answer.context["answer"].jwt)
+    assert message["https://purl.imsglobal.org/spec/lti/claim/message_type"] == "LtiDeepLinkingResponse"
+    [item] = message["https://purl.imsglobal.org/spec/lti-dl/claim/content_items"]
+    assert item["type"] == "ltiResourceLink" and item["url"] == SERVER + reverse("lti:launch")
+    assert item["custom"] == {"section": "s2"} and item["lineItem"]["scoreMaximum"] == len(section_questions("s2"))
+
+    # Nothing picked, or a learner's launch id: refused with the reason.
+    assert client.post(reverse("lti:deep-link"), {"launch_id": launch_id}).status_code == 400
+    learner = Client()
+    learner_launch = launch(learner, platform, "stu-1", deep_link_return=platform.iss + "/deep-link-return")
+    assert learner_launch.status_code == 403
+    assert Client().post(reverse("lti:deep-link"), {"launch_id": "made-up", "section": ["s2"]}).status_code == 400
+
+
+def test_the_registration_page_shows_the_tools_urls_and_keys_to_instructors(platform):
+    anonymous = Client().get(reverse("lti:registration"))
+    assert anonymous.status_code == 302
+    learner = Client()
+    launch(learner, platform, "stu-1")
+    assert learner.get(reverse("lti:registration")).status_code == 403
+    teacher = Client()
+    teacher.force_login(instructor_services.instructor_make(username="prof")[0])
+    page = teacher.get(reverse("lti:registration")).content.decode()
+    registration = LtiRegistration.objects.get()
+    assert SERVER + reverse("lti:launch") in page and SERVER + reverse("lti:jwks") in page
+    assert SERVER + reverse("lti:login", args=[registration.uuid]) in page
+    assert Key.objects.as_jwks()["keys"][0]["kid"] in page
+    assert Client().get(reverse("lti:jwks")).json() == Key.objects.as_jwks()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_embedded_sender_delivers_after_the_answer_commits_and_retries_on_its_own(settings):
+    from courseapp.lessons.loader import content_load
+
+    if not Lesson.objects.filter(number=21).exists():
+        content_load(root=settings.CONTENT_DIR)
+    settings.LTI_PASSBACK_BACKOFF_S = 0.2
+    Key.objects.generate()
+    lms = Platform(tool_jwks=Key.objects.as_jwks())
+    try:
+        call_command("lti_register", "Test LMS", issuer=lms.iss, client_id=lms.client_id, auth_url=lms.auth_url,
+                     token_url=lms.token_url, keyset_url=lms.keyset_url, deployment_id=[lms.deployment_id],
+                     stdout=io.StringIO())
+        lms.fail_scores = 2  # the first two score posts (whichever they are) fail
+        client = Client()
+        launch(client, lms, "stu-9", custom={"section": "s2"})
+        question = section_questions("s2")[0]
+        client.post(reverse("quizzes:submit", args=[question.slug]), {**right_form(question), "nonce": "a1"})
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not any(s["scoreGiven"] == 1 for s in lms.scores):
+            time.sleep(0.05)
+        passback = Passback.objects.get()
+        assert any(s["scoreGiven"] == 1 for s in lms.scores), (passback.status, passback.last_error)
+        assert passback.status == Passback.Status.SENT and lms.fail_scores == 0
+    finally:
+        lms.close()
