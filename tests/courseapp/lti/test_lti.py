@@ -203,7 +203,8 @@ def test_deep_linking_places_a_section_with_a_gradebook_column(platform):
     page = chooser.content.decode()
     assert 'value="s2"' in page and "21차시" in page
     launch_id = chooser.context["launch_id"]
-    answer = client.post(reverse("lti:deep-link"), {"launch_id": launch_id, "section": ["s2"]})
+    # No cookie comes along inside the LMS's frame: the launch id in the form is enough.
+    answer = Client().post(reverse("lti:deep-link"), {"launch_id": launch_id, "section": ["s2"]})
     assert answer.status_code == 200
     assert answer.context["answer"].return_url == platform.iss + "/deep-link-return"
     assert f"form-action 'self' {platform.iss}" in answer["Content-Security-Policy"]
@@ -263,3 +264,25 @@ def test_the_embedded_sender_delivers_after_the_answer_commits_and_retries_on_it
         assert passback.status == Passback.Status.SENT and lms.fail_scores == 0
     finally:
         lms.close()
+
+
+def test_scaled_mode_sends_by_celery_task_and_counts_a_retry_down(platform, settings, monkeypatch):
+    """With Redis, passbacks go to the engine workers as task lti.passback; a failed try queues the
+    same task again after the backoff (the broker is stood in for: what is queued is recorded)."""
+    from courseapp.lti import delivery, tasks
+
+    settings.REDIS_URL = "redis://127.0.0.1:6379/15"
+    settings.LTI_PASSBACK_BACKOFF_S = 0
+    queued = []
+    monkeypatch.setattr(tasks.passback, "delay", lambda *args: queued.append(("now", args)))
+    monkeypatch.setattr(tasks.passback, "apply_async", lambda args, countdown: queued.append((countdown, args)))
+    launch(Client(), platform, "stu-1")
+    passback = Passback.objects.get()
+    delivery.send_soon([passback.pk])
+    assert queued == [("now", (passback.pk,))]
+    platform.fail_scores = 1
+    tasks.passback(passback.pk)
+    assert queued[-1] == (0, (passback.pk,))  # retried by the broker after BACKOFF·2⁰
+    tasks.passback(passback.pk)
+    passback.refresh_from_db()
+    assert passback.status == Passback.Status.SENT and platform.scores[-1]["userId"] == "stu-1"
