@@ -40,17 +40,7 @@ def daphne(transactional_db, request):
     log.close()
 
 
-@pytest.mark.parametrize("daphne", HOSTS, indirect=True)
-def test_the_five_scenes_back_to_back_and_three_at_once_in_one_process(daphne):
-    proc, url = daphne
-    learner = Browser(url)
-    for name in presets.PRESETS:
-        status, run = learner.start(name)
-        assert status == 201, name
-        last = run_in_fresh_loop(lambda: watch_to_the_end(url, run["run"]))
-        assert last["status"] == "finished", (name, last)
-        assert proc.poll() is None, f"the server died during {name}"
-
+def _three_at_once(proc, url) -> None:
     three = ["reservation", "preemption", "static-vs-continuous"]
     started = [Browser(url).start(name) for name in three]
     assert [status for status, _ in started] == [201, 201, 201]
@@ -61,11 +51,36 @@ def test_the_five_scenes_back_to_back_and_three_at_once_in_one_process(daphne):
     ends = run_in_fresh_loop(watch_all, timeout=600)
     assert [end["status"] for end in ends] == ["finished"] * 3
     assert proc.poll() is None, "the server died with three scenes at once"
+
+
+def _all_rows_finished(count: int) -> None:
     for _ in range(100):  # each run's row is written just after its final frame
         if not DemoRun.objects.filter(status__in=DemoRun.ACTIVE).exists():
             break
         time.sleep(0.1)
-    assert sorted(DemoRun.objects.values_list("status", flat=True)) == ["finished"] * 8
+    assert sorted(DemoRun.objects.values_list("status", flat=True)) == ["finished"] * count
+
+
+@pytest.mark.parametrize("daphne", HOSTS[:1], indirect=True)
+def test_the_five_scenes_back_to_back_and_three_at_once_in_one_process(daphne):
+    """As `make run` hosts them. (In threads, every scene also runs in tests/e2e/test_demo.py.)"""
+    proc, url = daphne
+    learner = Browser(url)
+    for name in presets.PRESETS:
+        status, run = learner.start(name)
+        assert status == 201, name
+        last = run_in_fresh_loop(lambda: watch_to_the_end(url, run["run"]))
+        assert last["status"] == "finished", (name, last)
+        assert proc.poll() is None, f"the server died during {name}"
+    _three_at_once(proc, url)
+    _all_rows_finished(8)
+
+
+@pytest.mark.parametrize("daphne", HOSTS[1:], indirect=True)
+def test_three_scenes_at_once_in_threads_of_one_process(daphne):
+    proc, url = daphne
+    _three_at_once(proc, url)
+    _all_rows_finished(3)
 
 
 @pytest.mark.parametrize("daphne", [{"DEMO_MAX_ACTIVE_RUNS": "8", "DEMO_MAX_RUNS_PER_ADDRESS": "20", "DEMO_ENGINE_PROCESS": "1"}], indirect=True)
