@@ -86,64 +86,81 @@ def _buckets(lengths: list[int], max_groups: int = 4) -> list[list[int]]:
     return groups
 
 
+def _tokens(req: Request, start: int, end: int) -> list[int]:
+    """req.all_token_ids[start:end] without concatenating the whole history (a decode needs one)."""
+    prompt = req.prompt_token_ids
+    if start >= len(prompt):
+        return req.output_token_ids[start - len(prompt): end - len(prompt)]
+    if end <= len(prompt):
+        return prompt[start:end]
+    return prompt[start:] + req.output_token_ids[: end - len(prompt)]
+
+
 class ModelRunner:
+    """Builds each step's metadata as a few tensors — the batch's block table, positions and
+    rows in one `torch.tensor` each, every slot computed from them by index arithmetic — rather
+    than per request; the model then runs once over the flattened step."""
+
     def __init__(self, loaded: LoadedModel, kv: KVCache):
         self.loaded = loaded
         self.kv = kv
         self.block_size = kv.block_size
         self.device = loaded.device
-
-    def _context_slots(self, req: Request, length: int) -> torch.Tensor:
-        blocks = torch.tensor(req.block_ids, dtype=torch.long, device=self.device)
-        slots = blocks[:, None] * self.block_size + torch.arange(self.block_size, device=self.device)
-        return slots.reshape(-1)[:length]
-
-    def _decode_group(self, decode_q, decode_slots, decode_lens, rows) -> DecodeGroup:
-        width = max(decode_lens[r] for r in rows)
-        padded = torch.zeros((len(rows), width), dtype=torch.long, device=self.device)
-        for i, r in enumerate(rows):
-            padded[i, : decode_slots[r].numel()] = decode_slots[r]
-        return DecodeGroup(
-            q_idx=torch.tensor([decode_q[r] for r in rows], device=self.device),
-            slots=padded,
-            lens=torch.tensor([decode_lens[r] for r in rows], device=self.device),
-        )
+        self._offsets = torch.arange(self.block_size, device=self.device)
 
     @torch.inference_mode()
     def execute(self, batch: list[tuple[Request, int]]) -> tuple[list[Request], torch.Tensor]:
         """Run one step. Returns the requests that reached their last token and their logits [R, V]."""
-        ids, positions, slot_lists = [], [], []
-        decode_q, decode_slots, decode_lens = [], [], []
-        prefills, sample_reqs, sample_idx = [], [], []
+        bs, dev = self.block_size, self.device
+        ids, positions, rows = [], [], []
+        decode_q, decode_rows, decode_lens = [], [], []
+        prefill_rows = []  # (row, q_start, start, end)
+        sample_reqs, sample_idx = [], []
+        width = max(len(req.block_ids) for req, _ in batch)
+        table = []
         t = 0
-        for req, n in batch:
+        for r, (req, n) in enumerate(batch):
             start = req.num_computed_tokens
             end = start + n
-            tokens = req.all_token_ids[start:end]
-            slots = self._context_slots(req, end)
-            ids.extend(tokens)
+            ids.extend(_tokens(req, start, end))
             positions.extend(range(start, end))
-            slot_lists.append(slots[start:end])
+            rows.extend([r] * n)
+            table.append(req.block_ids + [0] * (width - len(req.block_ids)))
             if n == 1:
                 decode_q.append(t)
-                decode_slots.append(slots)
+                decode_rows.append(r)
                 decode_lens.append(end)
             else:
-                q_pos = torch.arange(start, end, device=self.device)
-                prefills.append(PrefillSpan(t, t + n, slots, q_pos))
+                prefill_rows.append((r, t, start, end))
             if end == req.num_tokens:  # caught up: this step's last logits give the next token
                 sample_reqs.append(req)
                 sample_idx.append(t + n - 1)
             t += n
 
-        meta = StepMetadata(kv=self.kv, slot_mapping=torch.cat(slot_lists), prefills=prefills)
-        meta.decodes = [self._decode_group(decode_q, decode_slots, decode_lens, rows) for rows in _buckets(decode_lens)]
+        table_t = torch.tensor(table, dtype=torch.long, device=dev)  # [R, blocks]
+        pos_t = torch.tensor(positions, dtype=torch.long, device=dev)
+        rows_t = torch.tensor(rows, dtype=torch.long, device=dev)
+        slot_mapping = table_t[rows_t, pos_t // bs] * bs + pos_t % bs
+        meta = StepMetadata(kv=self.kv, slot_mapping=slot_mapping)
+        for r, q_start, start, end in prefill_rows:
+            blocks = -(-end // bs)
+            kv_slots = (table_t[r, :blocks, None] * bs + self._offsets).reshape(-1)[:end]
+            meta.prefills.append(PrefillSpan(q_start, q_start + end - start, kv_slots, pos_t[q_start: q_start + end - start]))
+        for group in _buckets(decode_lens):
+            longest = max(decode_lens[i] for i in group)
+            context = torch.arange(longest, device=dev)
+            group_rows = torch.tensor([decode_rows[i] for i in group], dtype=torch.long, device=dev)
+            # Slots past a request's length point at block 0: valid memory, masked out by decode_mask.
+            slots = table_t[group_rows][:, context // bs] * bs + context % bs
+            meta.decodes.append(DecodeGroup(
+                q_idx=torch.tensor([decode_q[i] for i in group], device=dev), slots=slots,
+                lens=torch.tensor([decode_lens[i] for i in group], device=dev)))
 
         out = self.loaded.model(
-            input_ids=torch.tensor([ids], device=self.device),
-            position_ids=torch.tensor([positions], device=self.device),
+            input_ids=torch.tensor([ids], device=dev),
+            position_ids=pos_t[None],
             paged_step=meta,
-            logits_to_keep=torch.tensor(sample_idx, dtype=torch.long, device=self.device),
+            logits_to_keep=torch.tensor(sample_idx, dtype=torch.long, device=dev),
             use_cache=False,
         )
         return sample_reqs, out.logits[0]
