@@ -2,7 +2,8 @@
 loop submits requests, streams their tokens, aborts them, and watches step events.
 
 Subscribers never slow the step loop: each has a bounded buffer and, when it is full, the
-oldest event is dropped (latest wins). Request streams are never dropped.
+oldest event is dropped (latest wins). Request streams are never dropped. A step's event reaches
+the subscribers before that step's outputs reach the callers.
 """
 import asyncio
 import logging
@@ -277,6 +278,14 @@ class EngineLoop:
                         self.error = exc
                         self._fail_all(exc)
                         return
+                    # The step's event goes to every subscriber before its outputs go to the
+                    # callers: whoever holds a request's output (its final one above all) finds
+                    # the step that produced it already in each subscription. Published after the
+                    # outputs, a watcher that read its events once the request finished missed the
+                    # last step now and then (a race under CPU load). A put never blocks (a
+                    # bounded deque), so subscribers still cannot slow the loop.
+                    for sub in list(self._subs):
+                        sub.put(event)
                     outbox = _Outbox()
                     for rid in list(self._handles):
                         self._deliver(rid, outbox)
@@ -284,8 +293,6 @@ class EngineLoop:
                 self._log(event if busy else None)
             self._let_waiters_in()
             if busy:
-                for sub in list(self._subs):
-                    sub.put(event)
                 if self.step_delay:
                     time.sleep(self.step_delay)
             else:

@@ -37,6 +37,19 @@ def _yaml(path: Path):
         raise ContentError(f"{path}: {exc}") from exc
 
 
+def _fields(entry, path: Path, what: str, required: tuple[str, ...]) -> dict:
+    """A YAML mapping (a file, or one entry of a list in it) with every required field present,
+    or a ContentError naming the file, the entry and the missing field (not a bare KeyError from
+    deep in the load)."""
+    if not isinstance(entry, dict):
+        raise ContentError(f"{path}: {what} must be a mapping of fields, got {entry!r}")
+    missing = [name for name in required if entry.get(name) is None]
+    if missing:
+        label = f"{what} {entry['slug']!r}" if entry.get("slug") is not None else what
+        raise ContentError(f"{path}: {label} needs {', '.join(repr(m) for m in missing)}")
+    return entry
+
+
 def read_section_file(path: Path) -> tuple[dict, str]:
     match = FRONT_MATTER.match(path.read_text(encoding="utf-8"))
     if not match:
@@ -52,9 +65,10 @@ def read_section_file(path: Path) -> tuple[dict, str]:
 def content_load(*, root: Path) -> LoadReport:
     """Load course.yaml and every lesson folder that has a lesson.yaml."""
     report = LoadReport()
-    course_data = _yaml(root / "course.yaml")
+    course_data = _fields(_yaml(root / "course.yaml"), root / "course.yaml", "the course", ("slug", "title", "lessons"))
     course, _ = Course.objects.update_or_create(slug=course_data["slug"], defaults={"title": course_data["title"]})
     for entry in course_data["lessons"]:
+        _fields(entry, root / "course.yaml", "lesson", ("number", "slug", "title"))
         Lesson.objects.update_or_create(
             number=entry["number"],
             defaults={
@@ -74,7 +88,7 @@ def content_load(*, root: Path) -> LoadReport:
 
 
 def _load_lesson(folder: Path, report: LoadReport) -> None:
-    data = _yaml(folder / "lesson.yaml")
+    data = _fields(_yaml(folder / "lesson.yaml"), folder / "lesson.yaml", "the lesson", ("number", "title", "objectives"))
     lesson = Lesson.objects.get(number=data["number"])
     lesson.title = data["title"]
     lesson.keywords = list(data.get("keywords", []))
@@ -84,6 +98,7 @@ def _load_lesson(folder: Path, report: LoadReport) -> None:
 
     objectives = {}
     for order, obj in enumerate(data["objectives"], start=1):
+        _fields(obj, folder / "lesson.yaml", "objective", ("slug", "text"))
         objectives[obj["slug"]], _ = Objective.objects.update_or_create(
             lesson=lesson, slug=obj["slug"], defaults={"order": order, "text": obj["text"].strip()}
         )
@@ -106,9 +121,11 @@ def _load_lesson(folder: Path, report: LoadReport) -> None:
         anchors |= set(section.anchors)
         report.sections += 1
 
-    for entry in _yaml(folder / "glossary.yaml") or []:
+    glossary = folder / "glossary.yaml"
+    for entry in _yaml(glossary) or []:
+        _fields(entry, glossary, "glossary entry", ("slug", "term", "genus", "differentia", "contrast", "section"))
         if entry["section"] not in anchors:
-            raise ContentError(f"glossary {entry['slug']}: section anchor {entry['section']!r} is not in the lesson")
+            raise ContentError(f"{glossary}: glossary entry {entry['slug']!r}: section anchor {entry['section']!r} is not in the lesson")
         GlossaryTerm.objects.update_or_create(
             lesson=lesson,
             slug=entry["slug"],

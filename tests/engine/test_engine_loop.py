@@ -6,6 +6,7 @@ import pytest
 
 from engine import EngineConfig, LLMEngine, SamplingParams
 from engine.engine_loop import EngineLoop
+from engine.stat_logger import StatLogger
 from tests.aio import run_in_fresh_loop
 from tests.engine.conftest import reference_generate
 from tests.engine.test_parity import prompts
@@ -73,12 +74,50 @@ def test_pause_step_once_resume(loop):
 
 
 def test_slow_subscriber_gets_latest_events_and_never_blocks_the_loop(loop):
+    """Drained right after the result, with no wait: the loop hands a step's event to the
+    subscribers before that step's outputs to the callers (engine_loop._run), so the finishing
+    step is already there. (Before that order was fixed, 5 runs in 150 under CPU load drained
+    too early.)"""
     sub = loop.subscribe(maxsize=3)
     handle = loop.submit([1, 2, 3], SamplingParams(temperature=0, max_tokens=20, ignore_eos=True))
-    handle.result(timeout=20)
+    final = handle.result(timeout=20)
     events = sub.drain()
     assert len(events) == 3 and sub.dropped > 0
-    assert events[-1].finished, "the newest event (the finish) is kept"
+    assert [f["request_id"] for f in events[-1].finished] == [final.request_id], "the newest event (the finish) is kept"
+
+
+class HeldLog(StatLogger):
+    """The server log, slow for once: its first look after the watched request finished waits
+    until the test lets it go (a log write stuck on a slow disk)."""
+
+    def __init__(self):
+        super().__init__(interval_s=3600)
+        self.hold_after = None  # () -> bool
+        self.release = threading.Event()
+
+    def due(self) -> bool:
+        if self.hold_after is not None and self.hold_after():
+            self.hold_after = None
+            self.release.wait(10)
+        return super().due()
+
+
+def test_a_finished_output_never_reaches_the_caller_before_its_step_reached_the_subscribers(tiny_llama):
+    """The same order made certain: whatever the loop does after a step (here the log is slow),
+    the event was handed to the subscribers before the output to the caller."""
+    log = HeldLog()
+    front = EngineLoop(LLMEngine(EngineConfig(model=tiny_llama, block_size=4, num_blocks=16, max_num_seqs=2)), stat_logger=log).start()
+    try:
+        sub = front.subscribe()
+        requests = front.engine.requests
+        log.hold_after = lambda: "held" in requests and requests["held"].status.finished
+        handle = front.submit([1, 2, 3], SamplingParams(temperature=0, max_tokens=3, ignore_eos=True), request_id="held")
+        final = handle.result(timeout=20)
+        seen = sub.drain()
+        assert seen and [f["request_id"] for f in seen[-1].finished] == [final.request_id]
+    finally:
+        log.release.set()
+        front.stop()
 
 
 def test_bad_input_raises_in_the_caller(loop):

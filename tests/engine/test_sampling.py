@@ -33,11 +33,28 @@ def test_top_p_keeps_only_the_nucleus():
 
 
 def test_per_request_parameters_in_one_batch(tiny_llama):
-    eng = engine(tiny_llama)
+    """Greedy, top-p and top-k requests share a step; each row is sampled under its own
+    parameters (and generator), so each request gets exactly the tokens it gets alone, whichever
+    request comes first in the batch."""
     p = prompts(1, seed=32)[0]
-    greedy, hot = eng.generate([p, p], [SamplingParams(temperature=0, max_tokens=5), SamplingParams(temperature=0, max_tokens=9)])
-    assert len(greedy.token_ids) <= 5 and len(hot.token_ids) <= 9
-    assert hot.token_ids[: len(greedy.token_ids)] == greedy.token_ids
+    mixed = [
+        SamplingParams(temperature=0, max_tokens=6, ignore_eos=True),
+        SamplingParams(temperature=1.3, top_p=0.9, seed=5, max_tokens=8, ignore_eos=True),
+        SamplingParams(temperature=0.9, top_k=8, seed=6, max_tokens=10, ignore_eos=True),
+    ]
+    alone = [engine(tiny_llama).generate(p, sp)[0].token_ids for sp in mixed]
+    assert [len(t) for t in alone] == [6, 8, 10]
+    greedy = alone[0]
+    assert alone[1][:6] != greedy and alone[2][:6] != greedy, "the sampled requests really sample"
+    for order in ([0, 1, 2], [1, 2, 0], [2, 0, 1]):
+        eng = engine(tiny_llama)
+        for i in order:
+            eng.add_request(p, mixed[i], request_id=f"r{i}")
+        first = eng.step()
+        assert {s.request_id for s in first.scheduled} == {"r0", "r1", "r2"}, "one batch"
+        while eng.has_unfinished_requests():
+            eng.step()
+        assert [eng.output(f"r{i}").token_ids for i in range(3)] == alone, order
 
 
 def test_stop_token_ids_and_length(tiny_llama):

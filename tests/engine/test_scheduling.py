@@ -2,6 +2,7 @@
 import pytest
 
 from engine import EngineConfig, LLMEngine, SamplingParams
+from tests.engine.conftest import reference_generate
 from tests.engine.test_parity import prompts
 
 
@@ -135,3 +136,44 @@ def test_max_length_reservation_fits_fewer_requests_than_paging(tiny_llama):
             assert all(len(blocks) == 16 for blocks in first.block_tables.values())  # 64 tokens / 4 per block
             assert first.metrics["wasted_slots"] > 0.5 * sum(len(b) for b in first.block_tables.values()) * 4
     assert counts["max_len"] == 4 and counts["paged"] > counts["max_len"]
+
+
+def add_tight(engine):
+    """Four requests for a pool of 10 blocks: three are admitted, the fourth waits, and growing
+    decodes force preemptions."""
+    ps = prompts(4, length_range=(10, 12), seed=14)
+    for i, p in enumerate(ps):
+        engine.add_request(p, SamplingParams(temperature=0, max_tokens=14, ignore_eos=True), request_id=f"v{i}")
+    return ps
+
+
+def test_a_preempted_request_goes_back_to_the_front_of_the_waiting_queue(tiny_llama):
+    """vLLM V1 puts a preempted request back at the head of the waiting queue: it resumes before
+    requests that arrived after it and never started."""
+    engine = engine_for(tiny_llama, num_blocks=10, preemption_mode="recompute", enable_prefix_caching=False)
+    ps = add_tight(engine)
+    events = run(engine)
+    at = next(i for i, e in enumerate(events) if e.preempted)
+    victim = events[at].preempted[0]["request_id"]
+    assert "v3" in events[at - 1].waiting, "another request was already waiting when it was preempted"
+    assert events[at].waiting[0] == victim
+    admissions = [rid for e in events[at + 1:] for rid in e.admitted]
+    assert admissions.index(victim) < admissions.index("v3"), "the preempted request is admitted first"
+    for i, p in enumerate(ps):
+        assert engine.output(f"v{i}").token_ids == reference_generate(tiny_llama, p, 14)
+
+
+def test_swap_falls_back_to_recompute_when_the_swap_space_is_full(tiny_llama):
+    """Swap space for one victim only: the next victim is recomputed instead (as vLLM did), and
+    every request still ends with the tokens it gets alone."""
+    engine = engine_for(tiny_llama, num_blocks=10, preemption_mode="swap", num_cpu_blocks=3, enable_prefix_caching=False)
+    ps = add_tight(engine)
+    events = run(engine)
+    modes = [(p["request_id"], p["mode"]) for e in events for p in e.preempted]
+    assert [m for _, m in modes][:2] == ["swap", "recompute"], modes
+    fell_back = next(e for e in events if any(p["mode"] == "recompute" for p in e.preempted))
+    assert fell_back.swapped, "the swap space was taken by the request swapped out before"
+    assert any(e.swapped_in for e in events)
+    for i, p in enumerate(ps):
+        assert engine.output(f"v{i}").token_ids == reference_generate(tiny_llama, p, 14)
+    assert len(engine.scheduler.cpu_blocks.free) == 3, "the swap space is all given back"

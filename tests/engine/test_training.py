@@ -3,6 +3,7 @@
 import json
 import math
 
+import pytest
 import torch
 
 from engine.training import train as T
@@ -70,8 +71,24 @@ def test_train_a_few_steps_and_reload(tmp_path):
     assert ids["input_ids"][0, 0].item() == tok.bos_token_id
     done = tok.apply_chat_template(msgs + [{"role": "assistant", "content": "분류: 배송"}], tokenize=False)
     assert done.endswith("분류: 배송</s>")  # the answer ends with eos, so generation stops there
+
+    # The saved weights are the trained ones: the reloaded model scores the held-out examples
+    # exactly as the trained model did before it was saved (log["eval_loss"]).
+    held = make_corpus(TINY["eval_examples"], seed=TINY["seed"] + 1, system=SHORT_SYSTEM)
+    enc = [e for e in (T.encode_example(tok, x["user"], x["assistant"], TINY["seq_len"]) for x in held) if e[1] < len(e[0])]
+    batch, labels = T.collate(enc, list(range(len(enc))), tok.pad_token_id)
+    prefix = torch.tensor([tok(T._render_prefix(tok, SHORT_SYSTEM), add_special_tokens=False)["input_ids"]])
+    model.eval()
+    with torch.no_grad():
+        assert float(T.prefix_loss(model, prefix, batch, labels)) == pytest.approx(log["eval_loss"], abs=2e-4)
+
+    # And the engine serves the checkpoint as transformers runs it: the same greedy answer.
+    from engine import EngineConfig, LLMEngine, SamplingParams
+
     out_ids = model.generate(**ids, do_sample=False, max_new_tokens=5)
-    assert out_ids.shape[1] <= ids["input_ids"].shape[1] + 5
+    answer = out_ids[0, ids["input_ids"].shape[1]:].tolist()
+    served = LLMEngine(EngineConfig(model=str(out), block_size=16, num_blocks=64, max_num_seqs=1))
+    assert served.generate(ids["input_ids"][0].tolist(), SamplingParams(temperature=0, max_tokens=5))[0].token_ids == answer
 
 
 def test_shared_prefix_loss_equals_the_plain_loss():

@@ -1,5 +1,6 @@
 """Demo pages over HTTP: a scene page starts nothing, a POST starts the run, the limits and what
 the pages say about them, class joins, replays and who may read them."""
+import time
 from datetime import timedelta
 
 import pytest
@@ -129,21 +130,52 @@ def test_one_client_address_has_a_limit_of_its_own(settings, no_engine):
     assert refused.json()["error"] == ko("Your network already has %(n)d demo runs going, the most it may have at once.", n=2)
 
 
-@pytest.mark.django_db
-def test_a_second_scene_stops_the_first_and_both_pages_say_so(client, no_engine, django_capture_on_commit_callbacks):
-    first = DemoRun.objects.get(pk=start(client, "preemption").json()["run"])
-    with django_capture_on_commit_callbacks(execute=True):
-        response = start(client, "concurrency")
+@pytest.fixture
+def frames(monkeypatch):
+    """Every frame each run publishes, by run id (tapped on its way to the channel layer)."""
+    from courseapp.demo import events
+
+    sent, real = {}, events.publish
+    monkeypatch.setattr(events, "publish", lambda run_id, frame: sent.setdefault(run_id, []).append(frame) or real(run_id, frame))
+    return sent
+
+
+@pytest.mark.django_db(transaction=True)  # the runs' threads read and write the database too
+def test_a_second_scene_stops_the_first_and_both_pages_say_so(client, frames):
+    """The real embedded host: the first scene's session gets the stop, ends, and its last frame
+    says why, as the database does."""
+    from courseapp.demo.host import embedded
+
+    first = DemoRun.objects.get(pk=start(client, "preemption", paused="1").json()["run"])
+    first_thread = embedded.threads[str(first.pk)]
+    session = embedded.sessions[str(first.pk)]
+    for _ in range(600):  # its engines are built and its loop goes round, as when its page is open
+        if session.has_started() or not first_thread.is_alive():
+            break
+        time.sleep(0.05)
+    assert session.has_started()
+    response = start(client, "concurrency", paused="1")
     second = DemoRun.objects.get(pk=response.json()["run"])
-    first.refresh_from_db()
-    assert first.status == "stopped" and first.end_reason == "replaced" and first.replaced_by == second
-    assert (str(first.pk), {"type": "stop", "reason": "replaced"}) in no_engine
-    assert response.json()["replaced"] == [presets.PRESETS["preemption"]["title"]]
-    new_page = client.get(reverse("demo:run", args=[second.pk])).content.decode()
-    assert presets.PRESETS["preemption"]["title"] in new_page
-    old_summary = client.get(reverse("demo:run-summary", args=[first.pk]))
-    assert old_summary.status_code == 286
-    assert ko("stopped: you opened another scene") in old_summary.content.decode()
+    second_thread = embedded.threads.get(str(second.pk))
+    try:
+        first_thread.join(30)  # a paused scene ignoring the stop would wait 10 minutes for a viewer
+        assert not first_thread.is_alive(), "the first run's session ended on the stop"
+        first.refresh_from_db()
+        assert first.status == "stopped" and first.end_reason == "replaced" and first.replaced_by == second
+        last = frames[str(first.pk)][-1]
+        assert (last["status"], last["reason"]) == ("stopped", "replaced"), "the session's last frame says why"
+        assert embedded.is_alive(str(second.pk))
+        assert response.json()["replaced"] == [presets.PRESETS["preemption"]["title"]]
+        new_page = client.get(reverse("demo:run", args=[second.pk])).content.decode()
+        assert presets.PRESETS["preemption"]["title"] in new_page
+        old_summary = client.get(reverse("demo:run-summary", args=[first.pk]))
+        assert old_summary.status_code == 286
+        assert ko("stopped: you opened another scene") in old_summary.content.decode()
+    finally:
+        for run, thread in ((first, first_thread), (second, second_thread)):
+            embedded.command(str(run.pk), {"type": "stop", "reason": "test"})
+            if thread is not None:
+                thread.join(30)
 
 
 @pytest.mark.django_db

@@ -98,9 +98,34 @@ def test_a_section_linking_a_scene_that_does_not_exist_is_refused_at_load(conten
 
 @pytest.mark.django_db
 def test_a_failed_load_changes_nothing(content_copy):
+    """Edits the load reaches before it fails (the lesson's title, a section's title) are rolled
+    back with it: without the loader's transaction they would already be written."""
     before = snapshot()
-    path = content_copy / "lesson21" / "glossary.yaml"
-    path.write_text(path.read_text(encoding="utf-8") + "\n- slug: broken\n  term: x\n", encoding="utf-8")
-    with pytest.raises(Exception):
+    lesson_yaml = content_copy / "lesson21" / "lesson.yaml"
+    lesson_yaml.write_text(lesson_yaml.read_text(encoding="utf-8").replace(
+        "title: vLLM이 동시 요청을 견디는 이유", "title: 바뀐 제목", 1), encoding="utf-8")
+    section = sorted((content_copy / "lesson21" / "sections").glob("*.md"))[0]
+    section.write_text(section.read_text(encoding="utf-8").replace("\ntitle: ", "\ntitle: 바뀐 절 ", 1), encoding="utf-8")
+    glossary = content_copy / "lesson21" / "glossary.yaml"
+    glossary.write_text(glossary.read_text(encoding="utf-8") + "\n- slug: broken\n  term: x\n", encoding="utf-8")
+    # both edits took: the files really differ from what the database holds
+    assert "바뀐 제목" in lesson_yaml.read_text(encoding="utf-8") and "바뀐 절" in section.read_text(encoding="utf-8")
+
+    with pytest.raises(ContentError, match=r"glossary\.yaml: glossary entry 'broken' needs .*'section'"):
         content_load(root=content_copy)
     assert snapshot() == before
+    assert Lesson.objects.get(number=21).title == "vLLM이 동시 요청을 견디는 이유"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("field", ["section", "genus"])
+def test_a_glossary_entry_missing_a_field_is_refused_naming_the_file_the_entry_and_the_field(content_copy, field):
+    path = content_copy / "lesson21" / "glossary.yaml"
+    text = path.read_text(encoding="utf-8")
+    first = text.index("- slug: kv-cache")
+    entry_end = text.index("\n\n", first)
+    entry = "\n".join(line for line in text[first:entry_end].split("\n") if not line.lstrip().startswith(f"{field}:"))
+    path.write_text(text[:first] + entry + text[entry_end:], encoding="utf-8")
+    with pytest.raises(ContentError) as caught:
+        content_load(root=content_copy)
+    assert str(path) in str(caught.value) and "'kv-cache'" in str(caught.value) and f"'{field}'" in str(caught.value)

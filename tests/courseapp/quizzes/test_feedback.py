@@ -237,3 +237,41 @@ def test_every_question_can_be_answered_right_through_the_form(client):
     for n, q in enumerate(Question.objects.all()):
         html = submit(client, q, right_form(q), f"right-{n}").content.decode()
         assert 'data-verdict="correct"' in html, q.slug
+
+
+# --- the note on the chosen wrong option, and the reveal after a right answer -----------------
+
+
+@pytest.mark.django_db
+def test_a_first_wrong_pick_with_a_note_shows_that_note_and_only_that_note(client):
+    """The first try keeps the key back but explains the option the learner chose (its note from
+    the question file), not the other options' notes."""
+    q = next(q for q in Question.objects.filter(type="single").order_by("order")
+             if len([c for c in q.choice_feedback if c != q.key["answer"]]) >= 2)
+    picked, other = [c for c in q.choice_feedback if c != q.key["answer"]][:2]
+    html = submit(client, q, {"choice": shown_id(q, "choice", picked)}, "n1").content.decode()
+    soup = BeautifulSoup(html, "html.parser")
+    assert feedback(html)["data-verdict"] == "wrong" and soup.select_one(".reveal") is None
+    note = soup.select_one(".choice-note")
+    assert note is not None and note.get_text(strip=True) == q.choice_feedback[picked].strip()
+    assert escape(q.choice_feedback[other][:40]) not in html
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("qtype", ["single", "multi", "numeric", "short", "ordering", "matching"])
+def test_a_right_first_answer_reveals_the_key_at_once(client, qtype):
+    from courseapp.quizzes.selectors import reveal_answer
+
+    q = Question.objects.filter(type=qtype).order_by("order").first()
+    html = submit(client, q, right_form(q), "n1").content.decode()
+    assert feedback(html)["data-verdict"] == "correct"
+    reveal = BeautifulSoup(html, "html.parser").select_one(".reveal")
+    assert reveal is not None, "a right answer is told the key (and every option marked) on the first try"
+    shown = " ".join(reveal.get_text(" ").split())
+    for line in reveal_answer(q).lines:
+        assert " ".join(line.split()) in shown, (q.slug, line)
+    marks = reveal.select("li.mark")
+    if qtype in ("single", "multi", "ordering", "matching"):
+        assert marks and all(m.has_attr("data-mark") for m in marks)
+        picked = [m for m in marks if m.has_attr("data-chosen")]
+        assert picked and all(m["data-mark"] == "right" for m in picked)

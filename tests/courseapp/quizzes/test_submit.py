@@ -1,5 +1,6 @@
 """Submitting a self-check: grading, feedback that cites the section, bad input, double submits."""
 import pytest
+from bs4 import BeautifulSoup
 from django.urls import reverse
 from django.utils import translation
 from django.utils.html import escape
@@ -41,13 +42,21 @@ def test_wrong_answer_feedback_names_and_links_its_section(client, qtype):
     assert 'data-verdict="correct"' not in html
 
 
+def oob(html: str, element_id: str):
+    """The element with this id, if the response swaps it in out of band."""
+    found = BeautifulSoup(html, "html.parser").find(id=element_id)
+    return found if found is not None and found.get("hx-swap-oob") == "true" else None
+
+
 @pytest.mark.django_db
 def test_submission_updates_the_objective_meter_out_of_band(client):
     q = first_of("single")
     html = submit(client, q, right_form(q)).content.decode()
-    assert f'id="mastery-{q.objective.slug}"' in html and 'hx-swap-oob="true"' in html
+    meter = oob(html, f"mastery-{q.objective.slug}")  # the meter itself, not just some oob element
+    assert meter is not None, "the objective's meter is swapped in out of band"
     total = q.objective.questions.count()
-    assert f'data-percent="{round(100 / total)}"' in html
+    assert meter["data-percent"] == str(round(100 / total))  # counts the answer just given
+    assert meter.select_one("[role=meter]")["aria-valuenow"] == str(round(100 / total))
 
 
 @pytest.mark.django_db
@@ -62,10 +71,23 @@ def test_double_submit_with_the_same_nonce_is_counted_once(client):
 
 @pytest.mark.django_db
 def test_each_response_carries_a_fresh_nonce_for_the_next_try(client):
+    """The response replaces the form's nonce (out of band) with a new one; sending that one is
+    the next try, while the spent one stays a replay."""
     q = first_of("single")
-    submit(client, q, wrong_form(q), nonce="one")
-    submit(client, q, right_form(q), nonce="two")
-    assert list(Attempt.objects.filter(question=q).values_list("score", flat=True)) == [0.0, 1.0]
+    nonce_id = f"nonce-{q.slug}"
+    first = submit(client, q, wrong_form(q), nonce="one").content.decode()
+    assert oob(first, nonce_id) is not None, "the response swaps the form's nonce field"
+    given = oob(first, nonce_id)["value"]
+    assert given and given != "one"
+    second = submit(client, q, wrong_form(q), nonce=given).content.decode()
+    assert Attempt.objects.filter(question=q).count() == 2, "the nonce handed back is usable: a new try"
+    assert 'class="reveal"' in second, "it counted as the second try"
+    given_again = oob(second, nonce_id)["value"]
+    assert given_again not in ("one", given)
+    submit(client, q, right_form(q), nonce=given)  # a spent nonce is a replay, not a try
+    assert list(Attempt.objects.filter(question=q).order_by("pk").values_list("score", flat=True)) == [0.0, 0.0]
+    submit(client, q, right_form(q), nonce=given_again)
+    assert list(Attempt.objects.filter(question=q).order_by("pk").values_list("score", flat=True)) == [0.0, 0.0, 1.0]
 
 
 @pytest.mark.django_db
