@@ -1,5 +1,6 @@
 """How runs end: nobody watching, never picked up, too old, a host gone silent, paused too long;
 and the writes that report it surviving a locked database."""
+import threading
 import time
 from datetime import timedelta
 
@@ -188,7 +189,6 @@ def test_an_engine_failure_ends_its_run_with_the_reason_and_nothing_else(monkeyp
 def test_a_run_ended_from_outside_ends_its_frames_with_the_same_status_and_reason():
     """The page (frames) and the summary (the database) never disagree: a stop sent by run_end
     carries the status and message it wrote."""
-    import threading
 
     from courseapp.demo.host import RunSession
 
