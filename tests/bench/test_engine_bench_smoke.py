@@ -1,0 +1,33 @@
+"""The engine benchmarks run end to end on a tiny workload and print the rows their docs quote
+(a broken benchmark is found here, not on the day someone measures). Timings are printed by the
+benchmarks, never asserted (a shared machine)."""
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _run(*args) -> str:
+    done = subprocess.run([sys.executable, "-m", *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done.stdout
+
+
+def test_throughput_compares_every_system_on_one_budget(tiny_llama):
+    out = _run("bench.throughput", "--model", tiny_llama, "--requests", "4", "--kv-tokens", "256",
+               "--max-num-seqs", "4", "--budget", "64")
+    for system in ("engine continuous", "engine static", "HF generate, static, reserving max-model-len",
+                   "HF generate, static, reserving the longest job", "transformers continuous batching"):
+        assert re.search(rf"^{re.escape(system)}\s+\d+\s+\d+\.\d+\s+\d+\.\d+\s+\d+\.\d+×$", out, re.M), (system, out)
+    assert re.search(r"KV waste, paged .*: \d+\.\d+%", out)
+    assert re.search(r"engine decode: .* = \d+\.\d+% of it", out)
+
+
+def test_prefix_cache_shows_the_hits_of_a_shared_prompt_and_none_behind_a_timestamp():
+    out = _run("bench.prefix_cache", "--repeats", "1")
+    shared = re.search(r"^shared prefix\s+\S+\s+\S+\s+(\d+)\s+\d+%$", out, re.M)
+    stamped = re.search(r"^time at the front\s+\S+\s+\S+\s+(\d+)\s+\d+%$", out, re.M)
+    assert shared and stamped, out
+    assert int(shared.group(1)) > 1000 and int(stamped.group(1)) == 0  # hits are counted, not timed
