@@ -38,7 +38,10 @@ class _Sender:
             self._wake.notify()
 
     def _run(self) -> None:
-        self._resume_unsent()
+        try:
+            self._resume_unsent()
+        except Exception:  # the database was not ready: what is due now still goes; the rest on a retry
+            services.log.exception("LTI passbacks left unsent earlier could not be read")
         while True:
             with self._wake:
                 while not self._due or self._due[0][0] > time.monotonic():
