@@ -1,8 +1,8 @@
 """The quiz grading API under a class's load: 50 API clients posting submissions at once.
 
     python -m bench.grading_api [--backend sqlite|postgres|both] [--seconds 30] [--clients 50]
-                                [--retry-share 0.1] [--profile DIR [--profile-gil] [--profile-idle]]
-                                [--settings MODULE]
+                                [--retry-share 0.1] [--client lean|httpx]
+                                [--profile DIR [--profile-gil] [--profile-idle]] [--settings MODULE]
     python -m bench.grading_api --quick      # 5 clients × 3 s, SQLite only: a smoke test
 
 Issue #11: "50 concurrent API clients for 30 s posting submissions of all six question types (each
@@ -24,8 +24,10 @@ database `bench_grading_<pid>` on 127.0.0.1:5432, dropped at the end):
      process group of its own, stopped (SIGTERM, then SIGKILL) at the end, also on error;
   3. a warm-up that is also a check of the pool: every pair posted once (no key); a right
      response must come back correct with score 1, a wrong one with score < 1;
-  4. the load: `--clients` coroutines, each with its own httpx client (one keep-alive connection),
-     posting back to back for `--seconds`. A new submission draws a question type uniformly, then
+  4. the load: `--clients` coroutines, each with one keep-alive HTTP/1.1 connection of its own
+     (`--client lean`, the default: a minimal client, LeanHttp below, so that the load generator,
+     which shares the server's cores, costs ~0.4 ms of CPU a request instead of httpx's 1.6–2;
+     `--client httpx`: httpx, as the first measurements), posting back to back for `--seconds`. A new submission draws a question type uniformly, then
      a pair of that type; it names a learner never seen before (`bench-<client>-<n>`: the server
      makes a learner of the class for it) and sends a fresh Idempotency-Key. With probability
      `--retry-share` (only once the client has an answer to retry) it instead re-sends one of its
@@ -39,12 +41,14 @@ original's. graded/s = new submissions answered 2xx ÷ the run's span (first req
 answer); req/s counts the retries too. Latency = send → whole answer read, in this process;
 p50/p95/p99 over every request (graded and retries) and also per kind. Each backend prints one
 machine-readable `RESULT backend=… errors=N retry_mismatches=N …` line. The load generator runs on
-the same machine as the server: its CPU is printed beside the server's (process tree) and, for
-PostgreSQL, its server processes' (all databases); the load average before and after, too.
+the same machine as the server: its CPU is printed beside the server's (process tree, and Daphne's
+own process apart from its HTTP workers) and, for PostgreSQL, its server processes' (all
+databases); the load average before and after, too. Lines of the server's log with a traceback or
+a 500 are counted, and the first traceback is printed.
 
-`--profile DIR` records the Daphne process with py-spy (`--threads`, raw collapsed stacks, 100 Hz;
-`--profile-gil`: only samples holding the GIL; `--profile-idle`: idle threads too) for the length
-of the load and prints a summary. `--settings MODULE` serves with another settings module (default
+`--profile DIR` records the Daphne process and its HTTP workers with py-spy (`--threads
+--subprocesses`, raw collapsed stacks, 100 Hz; `--profile-gil`: only samples holding the GIL;
+`--profile-idle`: idle threads too) for the length of the load and prints a summary. `--settings MODULE` serves with another settings module (default
 courseapp.settings.dev, as `make run`): for experiments such as a module outside the repository
 that adds `api/` to HTTP_WORKER_PATHS (with PYTHONPATH pointing at it). Environment variables the
 settings read (HTTP_THREADS, HTTP_WORKERS, GRADING_API_RATE_PER_MINUTE…) reach the server as given.
@@ -207,6 +211,7 @@ class Tally:
     statuses: Counter = field(default_factory=Counter)
     first_sent: float = math.inf
     last_done: float = 0.0
+    answered_at: list = field(default_factory=list)  # when each answer was read (perf_counter)
 
 
 def _sent(tally: Tally, began: float) -> None:
@@ -219,16 +224,111 @@ def _done(tally: Tally) -> float:
     return now
 
 
+class LeanResponse:
+    def __init__(self, status_code: int, headers: dict, content: bytes):
+        self.status_code, self.headers, self.content = status_code, headers, content
+
+    @property
+    def text(self) -> str:
+        return self.content.decode("utf-8", "replace")
+
+    def json(self):
+        return json.loads(self.content)
+
+
+class LeanHttp:
+    """One keep-alive HTTP/1.1 connection that posts JSON and reads the answer (Content-Length or
+    chunked), and nothing more: the load generator shares the server's two cores, and httpx
+    took 1.6–2 ms of CPU a request (a quarter of the machine at the target rate), this about a
+    tenth of it. `--client httpx` measures with httpx as before. Any failure (refused, reset,
+    malformed, `timeout` seconds without the whole answer) raises LeanHttp.Error and drops the
+    connection; the next request opens a new one."""
+
+    class Error(Exception):
+        pass
+
+    def __init__(self, base_url: str, headers: dict, timeout: float):
+        host_port = base_url.split("://", 1)[1].rstrip("/")
+        self.host, _, port = host_port.partition(":")
+        self.port, self.timeout = int(port or 80), timeout
+        self.fixed = "".join(f"{k}: {v}\r\n" for k, v in {"Host": host_port, **headers}.items())
+        self.reader = self.writer = None
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc):
+        self._drop()
+
+    def _drop(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+        self.reader = self.writer = None
+
+    async def post(self, path: str, json: dict, headers: dict) -> LeanResponse:
+        body = _json_bytes(json)
+        head = (f"POST {path} HTTP/1.1\r\n{self.fixed}" + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+                + f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n")
+        try:
+            return await asyncio.wait_for(self._exchange(head.encode() + body), self.timeout)
+        except (OSError, EOFError, ValueError, asyncio.IncompleteReadError, asyncio.LimitOverrunError,
+                asyncio.TimeoutError) as exc:
+            self._drop()
+            raise LeanHttp.Error(f"{type(exc).__name__}: {exc}") from None
+
+    async def _exchange(self, request: bytes) -> LeanResponse:
+        if self.writer is None:
+            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+        self.writer.write(request)
+        reader = self.reader
+        status_line = await reader.readline()
+        if not status_line:
+            raise EOFError("the server closed the connection")
+        status = int(status_line.split(None, 2)[1])
+        headers = {}
+        while (line := await reader.readline()) not in (b"\r\n", b"\n", b""):
+            name, _, value = line.decode("latin-1").partition(":")
+            headers[name.strip().lower()] = value.strip()
+        if headers.get("transfer-encoding", "").lower() == "chunked":
+            chunks = []
+            while size := int((await reader.readline()).split(b";")[0], 16):
+                chunks.append(await reader.readexactly(size))
+                await reader.readexactly(2)
+            while await reader.readline() not in (b"\r\n", b"\n", b""):  # trailers
+                pass
+            content = b"".join(chunks)
+        elif "content-length" in headers:
+            content = await reader.readexactly(int(headers["content-length"]))
+        else:
+            content = await reader.read()
+            headers["connection"] = "close"
+        if headers.get("connection", "").lower() == "close":
+            self._drop()
+        return LeanResponse(status, headers, content)
+
+
+def _json_bytes(body: dict) -> bytes:
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def http_client(kind: str, base_url: str, token: str):
+    """The client's one connection: the lean one, or httpx (`--client httpx`)."""
+    if kind == "httpx":
+        import httpx2 as httpx
+
+        return httpx.AsyncClient(base_url=base_url, headers={"Authorization": f"Bearer {token}"}, timeout=30,
+                                 limits=httpx.Limits(max_connections=1, max_keepalive_connections=1))
+    return LeanHttp(base_url, {"Authorization": f"Bearer {token}"}, timeout=30)
+
+
 async def api_client(index: int, base_url: str, token: str, by_type: dict, deadline: float, retry_share: float,
-                     tally: Tally, seed: int) -> None:
+                     tally: Tally, seed: int, client_kind: str = "lean") -> None:
     import httpx2 as httpx
 
     rng = random.Random(seed * 1000 + index)
     history: list = []  # (key, body, status, json) of this client's answered submissions
     n = 0
-    limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
-    async with httpx.AsyncClient(base_url=base_url, headers={"Authorization": f"Bearer {token}"}, timeout=30,
-                                 limits=limits) as http:
+    async with http_client(client_kind, base_url, token) as http:
         while time.perf_counter() < deadline:
             retry = history and rng.random() < retry_share
             if retry:
@@ -245,13 +345,14 @@ async def api_client(index: int, base_url: str, token: str, by_type: dict, deadl
             try:
                 r = await http.post("/api/v1/submissions", json=body, headers={"Idempotency-Key": key})
                 data = r.json() if r.headers.get("content-type", "").startswith("application/json") else r.text
-            except (httpx.HTTPError, ValueError) as exc:
+            except (httpx.HTTPError, LeanHttp.Error, ValueError) as exc:
                 _done(tally)
                 tally.errors.append(f"{kind}: {type(exc).__name__}: {exc}"[:300])
                 continue
             took = _done(tally) - began
             tally.statuses[r.status_code] += 1
             tally.latencies["all"].append(took)
+            tally.answered_at.append(began + took)
             tally.latencies["retry" if retry else "graded"].append(took)
             if not retry:
                 tally.latencies[kind].append(took)
@@ -293,13 +394,13 @@ async def warm_up(base_url: str, token: str, pool: list) -> list[str]:
 
 
 async def load(base_url: str, token: str, pool: list, clients: int, seconds: float, retry_share: float,
-               seed: int) -> Tally:
+               seed: int, client_kind: str = "lean") -> Tally:
     by_type = defaultdict(list)
     for pair in pool:
         by_type[pair["type"]].append(pair)
     tally = Tally()
     deadline = time.perf_counter() + seconds
-    await asyncio.gather(*(api_client(i, base_url, token, by_type, deadline, retry_share, tally, seed)
+    await asyncio.gather(*(api_client(i, base_url, token, by_type, deadline, retry_share, tally, seed, client_kind)
                            for i in range(clients)))
     return tally
 
@@ -308,7 +409,7 @@ async def load(base_url: str, token: str, pool: list, clients: int, seconds: flo
 def start_profile(pid: int, seconds: float, out: Path, gil: bool, idle: bool) -> subprocess.Popen:
     py_spy = Path(sys.executable).with_name("py-spy")
     args = [str(py_spy), "record", "-p", str(pid), "-d", str(max(1, int(seconds))), "-r", "100", "-f", "raw",
-            "--threads", "--nonblocking", "-o", str(out)]
+            "--threads", "--subprocesses", "--nonblocking", "-o", str(out)]
     if gil:
         args.append("--gil")
     if idle:
@@ -321,6 +422,10 @@ LEAF_RULES = [  # (label, pattern on the sample's innermost frame)
     ("pool thread idle (waiting for a request)", re.compile(r"^(get \(queue\.py|wait \(threading\.py|_worker \(concurrent)")),
     ("pool thread waking the event loop (call_soon_threadsafe: socket send, GIL)",
      re.compile(r"_write_to_self \(asyncio")),
+    ("HTTP worker passing a request or an answer through its socket (waking the other side)",
+     re.compile(r"^(_worker_main|_recv_exactly) \(courseapp/http_workers")),
+    ("HTTP worker waiting for its turn to write (SQLite: the writers' lock file)",
+     re.compile(r"^write_transaction \(courseapp/api/services")),
     ("database driver in C (sqlite3: the query, the write-lock wait, the GIL after it)",
      re.compile(r"^(SQLiteCursorWrapper\.execute|BaseDatabaseWrapper\._commit|DatabaseErrorWrapper\.__call__|"
                 r"DatabaseWrapper\._rollback)")),
@@ -353,7 +458,7 @@ def summarize_profile(path: Path) -> list[str]:
     """Shares of the samples by thread and by what they were doing (raw collapsed stacks)."""
     if not path.exists():
         return [f"  (no profile at {path})"]
-    threads, kinds, leaves, total = Counter(), Counter(), Counter(), 0
+    processes, threads, kinds, leaves, total = Counter(), Counter(), Counter(), Counter(), 0
     for line in path.read_text().splitlines():
         stack, _, n = line.rpartition(" ")
         if not n.isdigit():
@@ -361,14 +466,18 @@ def summarize_profile(path: Path) -> list[str]:
         n = int(n)
         frames = [f for f in stack.split(";") if not f.startswith(("process ", "thread ("))]
         thread = next((f for f in stack.split(";") if f.startswith("thread (")), "?")
+        pids = re.findall(r'process (\d+):"', stack)  # py-spy --subprocesses: the parent's, then the child's
         total += n
+        processes[f"Daphne (pid {pids[0]})" if len(pids) == 1 else f"HTTP worker (pid {pids[-1]})" if pids else "?"] += n
         threads[thread] += n
         if frames:
             kinds[classify(frames)] += n
             leaves[re.sub(r":\d+\)$", ")", frames[-1])] += n
     if not total:
         return ["  (empty profile)"]
-    lines = [f"  py-spy: {total} samples at 100 Hz ({path})", "  by thread:"]
+    lines = [f"  py-spy: {total} samples at 100 Hz ({path})", "  by process:"]
+    lines += [f"    {n / total:6.1%}  {name}" for name, n in processes.most_common(8)]
+    lines.append("  by thread:")
     lines += [f"    {n / total:6.1%}  {name[:90]}" for name, n in threads.most_common(8)]
     lines.append("  by what the sample shows:")
     lines += [f"    {n / total:6.1%}  {name}" for name, n in kinds.most_common()]
@@ -378,6 +487,14 @@ def summarize_profile(path: Path) -> list[str]:
 
 
 # --- one backend -------------------------------------------------------------------------------
+def machine_busy_seconds() -> float:
+    """CPU seconds the whole machine has spent busy (all processes, kernel too), over all cores."""
+    import psutil
+
+    t = psutil.cpu_times()
+    return sum(t) - t.idle - getattr(t, "iowait", 0.0)
+
+
 def loadavg() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
@@ -417,10 +534,12 @@ def run_backend(backend: str, args) -> dict:
                 profile_path = Path(args.profile) / f"{backend}{suffix}.txt"
                 profiler = start_profile(proc.pid, args.seconds, profile_path, args.profile_gil, args.profile_idle)
             load_before = loadavg()
-            cpu_before = (cpu_seconds(proc.pid), cpu_seconds(None), postgres_cpu_seconds())
+            cpu_before = (cpu_seconds(proc.pid), cpu_seconds(None), postgres_cpu_seconds(), cpu_seconds(proc.pid, tree=False),
+                          machine_busy_seconds())
             tally = asyncio.run(load(base_url, info["token"], info["pool"], args.clients, args.seconds,
-                                     args.retry_share, args.seed))
-            cpu_after = (cpu_seconds(proc.pid), cpu_seconds(None), postgres_cpu_seconds())
+                                     args.retry_share, args.seed, args.client))
+            cpu_after = (cpu_seconds(proc.pid), cpu_seconds(None), postgres_cpu_seconds(), cpu_seconds(proc.pid, tree=False),
+                         machine_busy_seconds())
             load_after = loadavg()
             if profiler is not None:
                 try:
@@ -440,14 +559,18 @@ def run_backend(backend: str, args) -> dict:
             if proc is not None:
                 stop_server(proc)  # a no-op when it has stopped already
             db.drop()
-        server_errors = [line for line in log_path.read_text().splitlines() if "Traceback" in line or " 500 " in line]
+        log_lines = log_path.read_text().splitlines()
+        server_errors = [line for line in log_lines if "Traceback" in line or " 500 " in line]
+        first = next((i for i, line in enumerate(log_lines) if "Traceback" in line), None)
+        server_traceback = log_lines[max(0, first - 2):first + 40] if first is not None else []
     span = tally.last_done - tally.first_sent if tally.last_done else 0.0
     expected_attempts = len(info["pool"]) + tally.graded  # warm-up + graded; retries write nothing
     result = {"backend": backend, "tally": tally, "span": span, "cpu_server": cpu_after[0] - cpu_before[0],
               "cpu_bench": cpu_after[1] - cpu_before[1], "cpu_postgres": cpu_after[2] - cpu_before[2],
+              "cpu_daphne": cpu_after[3] - cpu_before[3], "cpu_machine": cpu_after[4] - cpu_before[4],
               "load_before": load_before, "load_after": load_after,
               "counts": counts, "expected_attempts": expected_attempts, "settings": info["settings"],
-              "server_errors": server_errors}
+              "server_errors": server_errors, "server_traceback": server_traceback}
     if args.profile:
         result["profile"] = summarize_profile(profile_path)
     return result
@@ -474,7 +597,7 @@ def report(result: dict, args) -> list[str]:
     f = figures(result)
     lines = [
         "",
-        f"== {backend}: {args.clients} API clients × {args.seconds:g} s, {args.retry_share:.0%} retries; "
+        f"== {backend}: {args.clients} API clients ({args.client}) × {args.seconds:g} s, {args.retry_share:.0%} retries; "
         f"{os.cpu_count()} CPUs, load average {result['load_before']} before, {result['load_after']} after",
         f"{'kind':>9} {'requests':>9} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'max ms':>8}",
     ]
@@ -484,6 +607,11 @@ def report(result: dict, args) -> list[str]:
             lines.append(f"{kind:>9} {len(xs):9d} {_ms(percentile(xs, 50)):>8} {_ms(percentile(xs, 95)):>8} "
                          f"{_ms(percentile(xs, 99)):>8} {_ms(max(xs)):>8}")
     counts = result["counts"] or {}
+    per_second = Counter(int(t - tally.first_sent) for t in tally.answered_at)
+    whole = sorted(per_second[s] for s in range(1, int(result["span"])))  # whole seconds, not the first
+    if whole:
+        lines.append(f"answers per second over the run: min {whole[0]}, median {whole[len(whole) // 2]}, "
+                     f"max {whole[-1]} (each whole second after the first)")
     lines += [
         f"graded submissions: {tally.graded} in {result['span']:.2f} s = {f['graded_s']:.1f}/s; all requests "
         f"{len(tally.latencies['all'])} = {f['req_s']:.1f}/s (retries answered: {tally.retries})",
@@ -491,16 +619,22 @@ def report(result: dict, args) -> list[str]:
         f"{len(tally.mismatches)}",
         f"database afterwards: {counts.get('attempts')} attempts (expected {result['expected_attempts']}: "
         f"warm-up + graded, none for retries), {counts.get('kept')} kept answers, {counts.get('identities')} API learners",
-        f"CPU seconds during the load: server (Daphne + its workers) {result['cpu_server']:.1f}, this benchmark "
+        f"CPU seconds during the load: server {result['cpu_server']:.1f} (Daphne's own process {result['cpu_daphne']:.1f}, "
+        f"its workers {result['cpu_server'] - result['cpu_daphne']:.1f}), this benchmark "
         f"{result['cpu_bench']:.1f} (of {result['span'] * (os.cpu_count() or 1):.0f} core-seconds); the server's "
-        f"per request: {result['cpu_server'] / max(1, len(tally.latencies['all'])) * 1000:.1f} ms"
+        f"per request: {result['cpu_server'] / max(1, len(tally.latencies['all'])) * 1000:.1f} ms (Daphne "
+        f"{result['cpu_daphne'] / max(1, len(tally.latencies['all'])) * 1000:.1f})"
         + (f"; PostgreSQL's processes (all databases) {result['cpu_postgres']:.1f}" if backend == "postgres" else ""),
+        f"the whole machine was busy {result['cpu_machine']:.1f} core-seconds of {result['span'] * (os.cpu_count() or 1):.0f}, "
+        f"{result['cpu_machine'] - result['cpu_server'] - result['cpu_bench'] - (result['cpu_postgres'] if backend == 'postgres' else 0):.1f} "
+        f"of them outside the server, this benchmark{' and PostgreSQL' if backend == 'postgres' else ''} (other work, the kernel)",
     ]
     for line in sorted(set(tally.errors))[:8] + sorted(set(tally.mismatches))[:5]:
         lines.append(f"    {line}")
     if result["server_errors"]:
         lines.append(f"server log: {len(result['server_errors'])} lines with a traceback or a 500, e.g. "
                      f"{result['server_errors'][0][:200]}")
+        lines += [f"    | {line[:200]}" for line in result["server_traceback"]]
     lines += result.get("profile", [])
     verdict = lambda ok: "PASS" if ok else "FAIL"  # noqa: E731
     lines += [
@@ -525,8 +659,10 @@ def parse(argv=None):
     ap.add_argument("--clients", type=int, default=50)
     ap.add_argument("--retry-share", type=float, default=0.1, help="share of requests that retry an earlier key")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--client", choices=["lean", "httpx"], default="lean",
+                    help="the API clients' HTTP: a lean keep-alive HTTP/1.1 connection (default) or httpx")
     ap.add_argument("--port", type=int, default=0, help="the server's port (0: a free one)")
-    ap.add_argument("--profile", metavar="DIR", help="record the Daphne process with py-spy into DIR/<backend>.txt")
+    ap.add_argument("--profile", metavar="DIR", help="record the Daphne process and its HTTP workers with py-spy into DIR/<backend>.txt")
     ap.add_argument("--profile-gil", action="store_true", help="with --profile: only samples holding the GIL")
     ap.add_argument("--profile-idle", action="store_true", help="with --profile: idle threads' samples too")
     ap.add_argument("--settings", default=SETTINGS,

@@ -66,13 +66,14 @@ def stop_server(proc: subprocess.Popen) -> None:
         pass
 
 
-def cpu_seconds(pid: int | None) -> float:
-    """CPU seconds (user + system) of a process and its live descendants; this process's when None."""
+def cpu_seconds(pid: int | None, tree: bool = True) -> float:
+    """CPU seconds (user + system) of a process and (`tree`) its live descendants; this process's
+    when None."""
     import psutil
 
     try:
         proc = psutil.Process(pid)
-        procs = [proc, *proc.children(recursive=True)] if pid is not None else [proc]
+        procs = [proc, *proc.children(recursive=True)] if pid is not None and tree else [proc]
     except psutil.NoSuchProcess:
         return 0.0
     total = 0.0

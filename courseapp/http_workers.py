@@ -3,31 +3,49 @@
 One Python process runs Django on one core at a time (the interpreter lock), and under a class's
 load the `make run` process sat at 100 % of one core while the second was mostly idle
 (bench/web_load.py). The requests that make up a class's traffic — section pages, self-check
-submits, read marks, progress — only read and write the database, so the ASGI process hands them
-to `HTTP_WORKERS` worker processes (spawned, each with its own Django) and sends back what they
+submits, read marks, progress, the grading API — only read and write the database (and count
+rate limits where every process sees them, demo/limits.py), so the ASGI process hands them to
+`HTTP_WORKERS` worker processes (spawned, each with its own Django) and sends back what they
 answer; everything that touches the demo's engine host, the in-memory channel layer or a
-process-local counter (demo runs, accounts and their throttles, the admin, static files, the
-API) stays in the ASGI process (http_threads.py). `HTTP_WORKER_PATHS` says which is which.
+process-local counter (demo runs, accounts and their throttles, the admin, static files) stays in
+the ASGI process (http_threads.py). `HTTP_WORKER_PATHS` says which is which.
 
 What the workers share with the ASGI process lives in the database: sessions (the `db` engine,
 not a per-process cache), learners, attempts. Content edits reach a worker within
-OUTLINE_RECHECK_SECONDS (lessons/outline.py). A worker that dies costs at most the POSTs it
-held (503, with the reason logged); a GET is asked again of the fresh pool that takes the rest.
-Workers exit with their parent, even one killed without a chance to clean up.
+OUTLINE_RECHECK_SECONDS (lessons/outline.py). A worker that dies costs at most the POST it was
+running (503, with the reason logged); a GET is asked again of another worker, and so is any
+request it had not begun; a new worker takes its place. Workers exit with their parent, even
+one killed without a chance to clean up.
+
+Each worker is joined to the event loop by a socket of its own: a request goes down it as one
+pickled message, the answer comes back up it, read by the loop itself. (A ProcessPoolExecutor
+did this through two threads of its own and three hand-offs between them and the loop per
+request, each waiting for the interpreter lock: under the grading API's load the ASGI process
+spent 2.1 ms of CPU a request, now 1.2, bench/grading_api.py.) A busy worker is given one more request to start as soon as it is done, so
+it does not wait for the loop between requests; new requests go to the worker with the
+fewest in hand, and wait in order when every worker has two.
 """
 import asyncio
+import collections
 import io
 import logging
 import multiprocessing
+import multiprocessing.connection
 import os
+import pickle
 import re
 import signal
+import socket
+import struct
 import sys
 import threading
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
 
 logger = logging.getLogger(__name__)
+
+IN_HAND = 2  # requests a worker holds: the one it runs and the next
+_HEADER = struct.Struct("!Q")  # a message's length, before it
+_READY = b"ready"  # a new worker's first message, once its Django is loaded
 
 _wsgi_app = None  # in a worker: its Django
 
@@ -65,22 +83,69 @@ def _serve(environ: dict, body: bytes) -> tuple[str, list, bytes]:
     return status, headers, content
 
 
-def _warm() -> int:
-    return os.getpid()
+def _recv_exactly(channel: socket.socket, size: int) -> bytes | None:
+    data = bytearray()
+    while len(data) < size:
+        chunk = channel.recv(size - len(data))
+        if not chunk:
+            return None
+        data += chunk
+    return bytes(data)
+
+
+def _worker_main(channel: socket.socket, settings_module: str, databases: dict) -> None:
+    """A worker: load Django, say so, then answer requests one after another until the server
+    goes away (its end of the socket closes)."""
+    _worker_init(settings_module, databases)
+    channel.sendall(_HEADER.pack(len(_READY)) + _READY)
+    while True:
+        header = _recv_exactly(channel, _HEADER.size)
+        message = header and _recv_exactly(channel, _HEADER.unpack(header)[0])
+        if message is None:
+            return
+        try:
+            answer = (True, _serve(*pickle.loads(message)))
+        except Exception as exc:  # Django turns a view's errors into responses: this is rarer
+            logger.exception("An HTTP worker failed to serve a request.")
+            answer = (False, f"{type(exc).__name__}: {exc}")
+        data = pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL)
+        channel.sendall(_HEADER.pack(len(data)) + data)
+
+
+class _Died(Exception):
+    """The worker died while running the request (it may have written)."""
+
+
+class _NotRun(Exception):
+    """The worker died before it began the request."""
+
+
+@dataclass(eq=False)
+class _Worker:
+    process: multiprocessing.Process
+    channel: socket.socket  # our end, until connected to the loop
+    writer: asyncio.StreamWriter | None = None
+    reading: asyncio.Task | None = None  # reads its answers (kept here: the loop holds tasks weakly)
+    ready: bool = False
+    jobs: collections.deque = field(default_factory=collections.deque)  # futures of the requests sent, in order
 
 
 class WorkerPool:
     def __init__(self, *, workers: int, paths: str, settings_module: str, databases: dict):
         self.workers, self.paths = workers, re.compile(paths)
         self._init_args = (settings_module, databases)
-        self._pool = self._start()
+        self._context = multiprocessing.get_context("spawn")
+        self._pool = [self._spawn() for _ in range(workers)]  # start them now, not on the first learner's request
+        self._pending: collections.deque = collections.deque()  # (message, future) waiting for a worker
+        self._loop = None
 
-    def _start(self) -> ProcessPoolExecutor:
-        pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),
-                                   initializer=_worker_init, initargs=self._init_args)
-        for _ in range(self.workers):  # start them now, not on the first learner's request
-            pool.submit(_warm)
-        return pool
+    def _spawn(self) -> _Worker:
+        ours, theirs = socket.socketpair()
+        process = self._context.Process(target=_worker_main, args=(theirs, *self._init_args), name="http-worker",
+                                        daemon=True)
+        process.start()
+        theirs.close()
+        return _Worker(process, ours)
 
     def handles(self, path: str) -> bool:
         return self.paths.match(path) is not None
@@ -88,28 +153,100 @@ class WorkerPool:
     async def serve(self, environ: dict, body: bytes) -> tuple[str, list, bytes]:
         # A GET writes nothing (a rule of this app), so one that met a dead worker is simply asked
         # again; a POST may have written before its worker died, so it is not run twice.
+        self._attach()
         safe = environ.get("REQUEST_METHOD") in ("GET", "HEAD")
-        for _ in range(2):
-            pool = self._pool
+        message = pickle.dumps((environ, body), protocol=pickle.HIGHEST_PROTOCOL)
+        for _ in range(3):
+            future = self._loop.create_future()
+            self._pending.append((message, future))
+            self._dispatch()
             try:
-                future = pool.submit(_serve, environ, body)
-            except BrokenProcessPool as exc:  # it broke while idle: none of this request ran, a new pool takes it
-                self._replace(pool, exc)
+                ok, answer = pickle.loads(await future)
+            except _NotRun:
                 continue
-            try:
-                return await asyncio.wrap_future(future)
-            except BrokenProcessPool as exc:
-                self._replace(pool, exc)
-                if not safe:
-                    break
+            except _Died:
+                if safe:
+                    continue
+                break
+            if not ok:
+                raise RuntimeError(f"An HTTP worker failed: {answer}")
+            return answer
         return ("503 Service Unavailable", [("Content-Type", "text/plain; charset=utf-8"), ("Retry-After", "1")],
                 "A page worker stopped while serving this request; reload the page.\n".encode())
 
-    def _replace(self, pool, exc) -> None:
-        if self._pool is pool:  # the first request to notice replaces it (all of them run on the event loop)
-            logger.error("An HTTP worker process died (%s); starting a new pool.", exc)
-            pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = self._start()
+    def _attach(self) -> None:
+        """On the first request: join the workers' sockets to the event loop."""
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
+            for worker in self._pool:
+                self._connect(worker)
+
+    def _connect(self, worker: _Worker) -> None:
+        worker.reading = self._loop.create_task(self._read_answers(worker))
+
+    def _dispatch(self) -> None:
+        """Hand the waiting requests, oldest first, to the ready workers with the fewest in hand."""
+        while self._pending:
+            free = [w for w in self._pool if w.ready and len(w.jobs) < IN_HAND]
+            if not free:
+                return
+            worker = min(free, key=lambda w: len(w.jobs))
+            if not worker.process.is_alive():  # gone while idle: nothing is lost, another takes the request
+                self._replace(worker, "it exited")
+                continue
+            message, future = self._pending.popleft()
+            if future.done():  # its request was cancelled (the client went away) while it waited
+                continue
+            worker.jobs.append(future)
+            worker.writer.write(_HEADER.pack(len(message)) + message)
+
+    async def _read_answers(self, worker: _Worker) -> None:
+        try:
+            reader, worker.writer = await asyncio.open_connection(sock=worker.channel)
+            while True:
+                data = await reader.readexactly(_HEADER.unpack(await reader.readexactly(_HEADER.size))[0])
+                if not worker.ready:
+                    worker.ready = data == _READY
+                else:
+                    future = worker.jobs.popleft()
+                    if not future.done():
+                        future.set_result(data)
+                self._dispatch()
+        except (asyncio.IncompleteReadError, ConnectionError, OSError) as exc:
+            self._replace(worker, type(exc).__name__)
+            self._dispatch()
+
+    def _replace(self, worker: _Worker, why: str) -> None:
+        """A worker died: fail what it held (the first it was running; the rest had not begun) and
+        start another in its place (a second later if it died before it was ready: not in a loop)."""
+        if worker not in self._pool:
+            return
+        self._pool.remove(worker)
+        worker.process.join(0)
+        logger.error("An HTTP worker process died (%s, exit code %s); starting a new one.", why, worker.process.exitcode)
+        if worker.writer is not None:
+            worker.writer.close()
+        for n, future in enumerate(worker.jobs):
+            if not future.done():
+                future.set_exception(_Died() if n == 0 else _NotRun())
+        worker.jobs.clear()
+        self._reap(worker.process)
+        if worker.ready:
+            self._start_another()
+        else:
+            self._loop.call_later(1, self._start_another)
+
+    def _start_another(self) -> None:
+        fresh = self._spawn()
+        self._pool.append(fresh)
+        self._connect(fresh)
+
+    def _reap(self, process) -> None:
+        process.join(0)
+        if process.exitcode is None:
+            self._loop.call_later(1, self._reap, process)
 
     def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        for worker in self._pool:
+            if worker.process.is_alive():
+                worker.process.terminate()

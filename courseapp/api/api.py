@@ -8,7 +8,7 @@ come without answers or explanations; option ids are the same opaque ids the pag
 from datetime import datetime
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError
 from django.db.models import Q
 from django.http import Http404
 from ninja import Header, NinjaAPI, Path, Query, Schema, Status
@@ -21,10 +21,11 @@ from courseapp.api import services
 from courseapp.api.models import LearnerIdentity
 from courseapp.api.services import Problem
 from courseapp.demo import limits
-from courseapp.instructor.models import Cohort, Membership
+from courseapp.instructor.models import Membership
+from courseapp.lessons.outline import outline_get
 from courseapp.quizzes import presenting
 from courseapp.quizzes.models import Attempt, Question
-from courseapp.quizzes.responses import ResponseError
+from courseapp.quizzes.responses import ResponseError, validate
 from courseapp.quizzes.selectors import anchor_label, anchor_url, attempts_count, reveal_answer
 from courseapp.quizzes.services import attempt_submit
 
@@ -93,9 +94,12 @@ class QuestionOut(Schema):
     unit: str | None = None
 
 
+NO_NUL = r"^[^\x00]*$"  # PostgreSQL's text cannot hold NUL: refused here, not a 500 there
+
+
 class SubmissionIn(Schema):
-    learner: str = Field(min_length=1, max_length=255, description="your id for the learner")
-    question: str = Field(min_length=1, max_length=100, description="a question id from /questions")
+    learner: str = Field(min_length=1, max_length=255, pattern=NO_NUL, description="your id for the learner")
+    question: str = Field(min_length=1, max_length=100, pattern=NO_NUL, description="a question id from /questions")
     response: dict = Field(description='by type: {"choice": id} · {"choices": [ids]} · {"value": "42"} · '
                                        '{"text": "…"} · {"order": [ids]} · {"pairs": {left id: right id}}')
     class_id: int | None = Field(None, ge=1, le=2**63 - 1, description="needed only when the token has several classes")
@@ -151,16 +155,36 @@ ERRORS = {400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut, 409: Error
 
 
 # --- helpers ------------------------------------------------------------------------------------
-def _cohorts(request) -> list[Cohort]:
-    """The token's classes, read once per request."""
-    if not hasattr(request, "_api_cohorts"):
-        request._api_cohorts = list(request.auth.cohorts.all())
-    return request._api_cohorts
+def _classes(request) -> list[services.TokenClass]:
+    """The token's classes (read with the token: services.client_authenticate)."""
+    return request.auth.classes
 
 
 def _lesson_questions(request):
-    lessons = {c.lesson_id for c in _cohorts(request)}
+    lessons = {c.lesson_id for c in _classes(request)}
     return Question.objects.filter(lesson_id__in=lessons).select_related("objective", "lesson").order_by("lesson__number", "order", "pk")
+
+
+_by_slug: dict[int, tuple[object, dict]] = {}  # lesson number → (its outline, {slug: question})
+
+
+def _question(request, slug: str) -> Question | None:
+    """The question `slug` of one of the token's lessons, from this process's copy of the lesson
+    (lessons/outline.py: current within OUTLINE_RECHECK_SECONDS, with its lesson attached);
+    a lesson that is not published is asked of the database."""
+    for c in _classes(request):
+        try:
+            outline = outline_get(number=c.lesson_number)
+        except Http404:
+            question = Question.objects.select_related("lesson").filter(lesson_id=c.lesson_id, slug=slug).first()
+        else:
+            kept = _by_slug.get(c.lesson_number)
+            if kept is None or kept[0] is not outline:
+                kept = _by_slug[c.lesson_number] = (outline, {q.slug: q for q in outline.questions})
+            question = kept[1].get(slug)
+        if question is not None:
+            return question
+    return None
 
 
 def _question_out(question: Question) -> dict:
@@ -218,8 +242,8 @@ def _only(request, *names: str) -> None:
         raise Problem(422, "repeated_parameter", f"Give each query parameter once: {', '.join(repeated)}.")
 
 
-def _cohort_for_submission(request, class_id: int | None) -> Cohort:
-    cohorts = _cohorts(request)
+def _cohort_for_submission(request, class_id: int | None) -> services.TokenClass:
+    cohorts = _classes(request)
     if class_id is not None:
         for cohort in cohorts:
             if cohort.pk == class_id:
@@ -234,7 +258,7 @@ def _cohort_for_submission(request, class_id: int | None) -> Cohort:
 # --- endpoints ----------------------------------------------------------------------------------
 @api.get("/v1/questions", response={200: list[QuestionOut], **ERRORS}, summary="The lesson's questions, without answers")
 @paginate(PageNumberPagination, page_size=settings.GRADING_API_PAGE_SIZE)
-def questions(request, objective: str | None = None, section: str | None = None):
+def questions(request, objective: str | None = Query(None, pattern=NO_NUL), section: str | None = Query(None, pattern=NO_NUL)):
     _only(request, "objective", "section")
     found = _lesson_questions(request)
     if objective:
@@ -248,33 +272,54 @@ def questions(request, objective: str | None = None, section: str | None = None)
 def submit(request, body: SubmissionIn, key: str | None = Header(
         None, alias="Idempotency-Key", min_length=1, max_length=255,
         description="a retry with the same key and body gets the same answer")):
+    """Everything is read and checked first; then learner, attempt and kept answer are written in
+    one short transaction (on SQLite it holds the write lock: nothing else runs inside it). If a
+    parallel request made the same learner or kept the same key meanwhile, that transaction rolls
+    back whole and the request looks again: it then finds the other's learner, or its answer."""
     client = request.auth
     if client.scope != client.Scope.GRADE:
         raise Problem(403, "scope", "This token may read only; grading needs a token made with --scope grade.")
-    payload = body.dict()
-
-    def answer():
-        question = Question.objects.select_related("lesson").filter(
-            lesson_id__in={c.lesson_id for c in _cohorts(request)}, slug=body.question).first()
+    digest = services.body_hash(body.dict()) if key else ""
+    for tries_left in reversed(range(3)):
+        seen = services.submission_seen(client=client, key=key, external_id=body.learner)
+        if seen.kept is not None:  # a retry gets the answer kept for its key; another body under it, 409
+            status, kept_digest, data = seen.kept
+            if kept_digest != digest:
+                raise Problem(409, "idempotency_key_reused", "This Idempotency-Key was used with a different request body.")
+            return Status(status, data)
+        question = _question(request, body.question)
         if question is None:
             raise Problem(404, "question_not_found", f"No question {body.question!r} in this token's lessons.")
         cohort = _cohort_for_submission(request, body.class_id)
-        learner = services.learner_for(client=client, external_id=body.learner, cohort=cohort)
         try:
-            attempt, created = attempt_submit(learner=learner, question=question, response=_authored(question, body.response),
-                                              nonce=f"api:{client.pk}:{key}" if key else "")
+            response = validate(question, _authored(question, body.response))
         except ResponseError as exc:
             raise Problem(422, "invalid_response", str(exc)) from None
-        may_reveal = attempt.is_correct or attempts_count(learner=learner, question=question) >= 2
-        return (201 if created else 200), {
-            "attempt_id": attempt.pk, "learner_id": learner.pk, "question": question.slug, "score": attempt.score,
-            "max_score": 1.0, "correct": attempt.is_correct, "feedback": attempt.feedback,
-            "sections": [{"anchor": question.anchor, "label": anchor_label(question.anchor),
-                          "url": request.build_absolute_uri(anchor_url(question.lesson, question.anchor))}],
-            "may_reveal": may_reveal, "answer": reveal_answer(question).lines if may_reveal else None, "created": created}
+        try:
+            with services.write_transaction():
+                learner, new = seen.learner, seen.learner is None
+                if new:
+                    learner = services.learner_make(client=client, external_id=body.learner, cohort_id=cohort.pk)
+                attempt, created = attempt_submit(learner=learner, question=question, response=response,
+                                                  nonce=f"api:{client.pk}:{key}" if key else "", new_learner=new)
+                # a new learner's only attempt is this one
+                may_reveal = attempt.is_correct or (not new and attempts_count(learner=learner, question=question) >= 2)
+                status, data = (201 if created else 200), _graded(request, question, learner, attempt, created, may_reveal)
+                if key:
+                    services.answer_keep(client=client, key=key, digest=digest, status=status, body=data)
+            return Status(status, data)
+        except IntegrityError:
+            if not tries_left:
+                raise
 
-    with transaction.atomic():  # learner, attempt and kept answer: one write transaction, not three
-        return Status(*services.idempotent(client=client, key=key, body=payload, answer=answer))
+
+def _graded(request, question: Question, learner, attempt: Attempt, created: bool, may_reveal: bool) -> dict:
+    return {
+        "attempt_id": attempt.pk, "learner_id": learner.pk, "question": question.slug, "score": attempt.score,
+        "max_score": 1.0, "correct": attempt.is_correct, "feedback": attempt.feedback,
+        "sections": [{"anchor": question.anchor, "label": anchor_label(question.anchor),
+                      "url": request.build_absolute_uri(anchor_url(question.lesson, question.anchor))}],
+        "may_reveal": may_reveal, "answer": reveal_answer(question).lines if may_reveal else None, "created": created}
 
 
 @api.get("/v1/gradebook", response={200: list[GradebookRow], **ERRORS}, summary="Latest scores of every learner in the token's classes")
@@ -283,12 +328,13 @@ def gradebook(request, class_id: int | None = Query(None, ge=1, le=2**63 - 1)):
     from courseapp.learners.selectors import scores_by_learner
 
     _only(request, "class_id")
-    cohorts = _cohorts(request)
+    cohorts = _classes(request)
     if class_id is not None:
         cohorts = [c for c in cohorts if c.pk == class_id]
         if not cohorts:
             raise Problem(404, "class_not_found", f"This token has no class {class_id}.")
-    memberships = list(Membership.objects.filter(cohort__in=cohorts).select_related("cohort").order_by("cohort_id", "pk"))
+    memberships = list(Membership.objects.filter(cohort_id__in=[c.pk for c in cohorts]).select_related("cohort")
+                       .order_by("cohort_id", "pk"))
     questions = {q.pk: q for q in Question.objects.filter(lesson_id__in={c.lesson_id for c in cohorts})}
     scores = scores_by_learner([m.learner_id for m in memberships], list(questions), "latest")
     external = {i.learner_id: i.external_id for i in
@@ -307,7 +353,7 @@ def gradebook(request, class_id: int | None = Query(None, ge=1, le=2**63 - 1)):
 @paginate(PageNumberPagination, page_size=settings.GRADING_API_PAGE_SIZE)
 def learner_attempts(request, learner_id: int = Path(..., ge=1, le=2**63 - 1)):
     _only(request)
-    if not Membership.objects.filter(cohort__in=_cohorts(request), learner_id=learner_id).exists():
+    if not Membership.objects.filter(cohort_id__in=[c.pk for c in _classes(request)], learner_id=learner_id).exists():
         raise Problem(404, "learner_not_found", "No learner with this id in this token's classes.")
     return [{"id": a.pk, "question": a.question.slug, "score": a.score, "response": _shown(a.question, a.response),
              "created_at": a.created_at}

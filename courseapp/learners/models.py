@@ -22,6 +22,9 @@ class Learner(models.Model):
     # Decides the order this learner sees each question's options in (quizzes/presenting.py).
     # A guest's first write copies the seed their pages were drawn with (learners/order_seed.py).
     seed = models.CharField(max_length=32, default=new_seed, editable=False)
+    # Came from an LMS placement with a gradebook column (courseapp/lti): their new scores go
+    # back to it. Kept on the row so every other learner's answer costs no lookup.
+    lms_graded = models.BooleanField(default=False, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self):

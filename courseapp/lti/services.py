@@ -115,6 +115,9 @@ def launch_arrive(*, lti_launch) -> Arrival:
         if not teaching and placement.lineitem_url:
             passback, created = Passback.objects.get_or_create(placement=placement, learner=learner,
                                                                defaults={"lti_user": lti_user})
+            if not learner.lms_graded:
+                learner.lms_graded = True
+                learner.save(update_fields=["lms_graded"])
             if created and _rescore(passback):
                 # Work done before this placement existed counts: the LMS hears of it now.
                 transaction.on_commit(lambda: _dispatch([passback.pk]))
@@ -137,8 +140,8 @@ def _rescore(passback: Passback) -> bool:
 
 def score_changed(*, learner_id: int) -> list[int]:
     """After a learner's attempt (or a regrade) is stored: the passbacks whose score it changed
-    wait to be sent, and go. Returns their ids. A learner who never came from an LMS costs one
-    indexed query."""
+    wait to be sent, and go. Returns their ids. (attempt_submit calls it only for learners marked
+    `lms_graded` at their launch: nobody else pays for the lookup.)"""
     changed = []
     for passback in Passback.objects.filter(learner_id=learner_id).select_related("placement__section"):
         if _rescore(passback):

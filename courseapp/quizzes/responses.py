@@ -120,6 +120,8 @@ def validate(question, response) -> dict:
             raise ResponseError(_("Type an answer first."))
         if len(text) > MAX_TEXT:
             raise ResponseError(_("The answer is too long (at most %(n)d characters).") % {"n": MAX_TEXT})
+        if "\x00" in text:  # no one types it, and PostgreSQL cannot store it
+            raise ResponseError(_("Type an answer first."))
         return {"text": text.strip()}
     if qtype == "ordering":
         order = response.get("order")

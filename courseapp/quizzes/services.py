@@ -11,16 +11,23 @@ from courseapp.quizzes.responses import validate
 MAX_NONCE = 64
 
 
-def attempt_submit(*, learner, question: Question, response: dict, nonce: str) -> tuple[Attempt, bool]:
+def attempt_submit(*, learner, question: Question, response: dict, nonce: str,
+                   new_learner: bool = False) -> tuple[Attempt, bool]:
     """Validate, grade and store one attempt. Returns (attempt, created).
 
     The same nonce submitted twice to the same question (a double click, a retried request)
     returns the first attempt instead of counting again. A nonce is the learner's and the
     question's: replayed on another question it grades that one afresh and reveals nothing
     else. Raises responses.ResponseError for a bad response, before anything is written.
+
+    `new_learner`: the learner was made in the caller's transaction, still open. Nobody else
+    can see them yet, so they have no attempt to look the nonce up in and no parallel request
+    to race: the attempt is written without a savepoint of its own (the grading API).
     """
     nonce = (nonce or "")[:MAX_NONCE]
-    if nonce:
+    if new_learner and not transaction.get_connection().in_atomic_block:
+        raise ValueError("new_learner=True needs the transaction that made the learner")
+    if nonce and not new_learner:
         existing = Attempt.objects.filter(learner=learner, question=question, nonce=nonce).first()
         if existing is not None:
             return existing, False
@@ -32,7 +39,7 @@ def attempt_submit(*, learner, question: Question, response: dict, nonce: str) -
         if note and not result.is_correct:
             feedback["choice_note"] = note
     try:
-        with transaction.atomic():
+        with transaction.atomic(savepoint=not new_learner):
             attempt = Attempt.objects.create(
                 learner=learner,
                 question=question,
@@ -41,7 +48,10 @@ def attempt_submit(*, learner, question: Question, response: dict, nonce: str) -
                 feedback=feedback,
                 nonce=nonce or secrets.token_urlsafe(16),
             )
-            lti_services.score_changed(learner_id=learner.pk)  # an LMS gradebook (if any) gets the new score
+            if learner.lms_graded:  # an LMS gradebook gets the new score
+                lti_services.score_changed(learner_id=learner.pk)
     except IntegrityError:  # the same nonce raced in from a parallel request
+        if new_learner:  # no savepoint to return to: the caller's transaction rolls back whole
+            raise
         return Attempt.objects.get(learner=learner, question=question, nonce=nonce), False
     return attempt, True

@@ -40,6 +40,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "courseapp.middleware.ApiStraightThroughMiddleware",  # /api/v1/: Bearer-token JSON, none of the page middleware below
     "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -278,7 +279,7 @@ LAB_STALE_S = 60  # a queued or running run whose thread stayed silent this long
 LAB_BASE_URL = os.environ.get("LAB_BASE_URL", "")  # how the lab reaches this server; default: the page's own address
 
 # Quiz grading API (courseapp/api): requests per token per minute.
-GRADING_API_RATE_PER_MINUTE = int(os.environ.get("GRADING_API_RATE_PER_MINUTE", "20000"))  # a class's LMS: one token
+GRADING_API_RATE_PER_MINUTE = int(os.environ.get("GRADING_API_RATE_PER_MINUTE", "60000"))  # a class's LMS: one token (bench.grading_api sends ~25,000 a minute)
 GRADING_API_PAGE_SIZE = 50
 
 # LTI 1.3 (courseapp/lti): scores go back to the LMS by Assignment and Grade Services; a failed
