@@ -238,7 +238,8 @@ def test_no_axe_violations_on_a_running_and_a_finished_scene(browser, asgi_site,
     problems = {"index": axe_violations(page)}
     page.goto(f"{asgi_site}/demo/?preset=prefix-caching&paused=1")
     demo = page.locator("#demo")
-    expect(demo).to_have_attribute("data-state", "paused")
+    # The first run after the server starts waits for the engine process to load the model.
+    expect(demo).to_have_attribute("data-state", "paused", timeout=60_000)
     steps = page.locator("[data-lane=cache] [data-metric=steps]")
     for n in range(1, 9):  # a run in progress: blocks owned, shared and cached
         page.locator("[data-action=step]").click()
