@@ -269,7 +269,7 @@ def test_focus_on_a_block_survives_frames_and_redraw_time_is_recorded(browser, a
     """)
     page.goto(f"{asgi_site}/demo/?preset=reservation")
     demo = page.locator("#demo")
-    expect(demo).to_have_attribute("data-state", "running")
+    expect(demo).to_have_attribute("data-state", "running", timeout=60_000)  # a fresh server's first run loads the model
     steps = page.locator("[data-lane=paged] [data-metric=steps]")
     expect(steps).not_to_have_attribute("data-value", "0")
     block = page.locator("[data-lane=paged] .block").nth(5)
