@@ -39,7 +39,8 @@ def instructor_required(view):
     return wrapped
 
 
-def _cohort(request, cohort_id):
+def cohort_or_404(request, cohort_id):
+    """The class if the signed-in instructor teaches it; another class is as good as missing."""
     cohort = selectors.cohort_for(request.user, cohort_id)
     if cohort is None:
         raise Http404
@@ -65,7 +66,7 @@ def teach_index(request):
 @instructor_required
 @require_GET
 def cohort_dashboard(request, cohort_id):
-    cohort = _cohort(request, cohort_id)
+    cohort = cohort_or_404(request, cohort_id)
     basis = request.GET.get("basis") if request.GET.get("basis") in selectors.BASES else "latest"
     objectives, rows = selectors.roster(cohort, basis)
     context = {"cohort": cohort, "objectives": objectives, "rows": rows, "basis": basis,
@@ -77,7 +78,7 @@ def cohort_dashboard(request, cohort_id):
 @instructor_required
 @require_GET
 def cohort_learner(request, cohort_id, learner_id):
-    cohort = _cohort(request, cohort_id)
+    cohort = cohort_or_404(request, cohort_id)
     membership = selectors.member(cohort, learner_id)
     if membership is None:
         raise Http404
@@ -93,7 +94,7 @@ def cohort_learner(request, cohort_id, learner_id):
 @instructor_required
 @require_GET
 def cohort_progress(request, cohort_id):
-    cohort = _cohort(request, cohort_id)
+    cohort = cohort_or_404(request, cohort_id)
     objectives, days = selectors.progress_by_day(cohort)
     return render(request, "instructor/progress.html", {"cohort": cohort, "objectives": objectives, "days": days,
                                                         "chart": selectors.progress_chart(days)})
@@ -104,7 +105,7 @@ def cohort_progress(request, cohort_id):
 def cohort_export(request, cohort_id, what):
     """CSV downloads: `gradebook` (learner × objective, latest attempts) or `scores` (learner ×
     question: first and latest score, number of attempts)."""
-    cohort = _cohort(request, cohort_id)
+    cohort = cohort_or_404(request, cohort_id)
     if what not in ("gradebook", "scores"):
         raise Http404
     rows = selectors.gradebook_rows(cohort) if what == "gradebook" else selectors.score_rows(cohort)
@@ -121,7 +122,7 @@ def cohort_export(request, cohort_id, what):
 def cohort_items(request, cohort_id):
     """Item analysis: kept with its "computed at"; POST computes it again (here, or by an engine
     worker in scaled mode, the page then polling until it is there)."""
-    cohort = _cohort(request, cohort_id)
+    cohort = cohort_or_404(request, cohort_id)
     basis = request.GET.get("basis") if request.GET.get("basis") in selectors.BASES else "first"
     kept = services.item_analysis_kept(cohort_id=cohort.pk, basis=basis)
     if request.method == "POST" or kept is None:
@@ -145,7 +146,7 @@ def cohort_items(request, cohort_id):
 def cohort_regrades(request, cohort_id):
     """Every question whose key (as it is now) would change some of this class's scores, and the
     record of regrades done."""
-    cohort = _cohort(request, cohort_id)
+    cohort = cohort_or_404(request, cohort_id)
     pending = []
     for question in outline_for(cohort.lesson).questions:
         changes = services.regrade_plan(cohort=cohort, question=question)
@@ -159,7 +160,7 @@ def cohort_regrades(request, cohort_id):
 @require_http_methods(["GET", "POST"])
 def cohort_regrade(request, cohort_id, slug):
     """GET: the dry run (who would change, from what to what); POST: apply it, with a record."""
-    cohort = _cohort(request, cohort_id)
+    cohort = cohort_or_404(request, cohort_id)
     question = next((q for q in outline_for(cohort.lesson).questions if q.slug == slug), None)
     if question is None:
         raise Http404

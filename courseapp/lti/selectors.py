@@ -1,7 +1,6 @@
 """Reads for LTI pages: the tool's URLs and keys as an LMS administrator copies them, and a class's
 passbacks as its instructors check them."""
 import json
-from dataclasses import dataclass
 
 from django.urls import reverse
 from lti_tool.models import Key, LtiRegistration
@@ -9,20 +8,14 @@ from lti_tool.models import Key, LtiRegistration
 from courseapp.lti.models import Passback
 
 
-@dataclass(frozen=True)
-class ToolUrl:
-    label: str
-    url: str
-    note: str = ""
-
-
 def tool_urls(request) -> dict:
+    """The tool's URLs, and each registered platform (with its deployments) beside its own login URL."""
     absolute = request.build_absolute_uri
     return {
         "launch": absolute(reverse("lti:launch")),
         "jwks": absolute(reverse("lti:jwks")),
         "logins": [(registration, absolute(reverse("lti:login", args=[registration.uuid])))
-                   for registration in LtiRegistration.objects.order_by("name")],
+                   for registration in LtiRegistration.objects.prefetch_related("deployments").order_by("name")],
         "login_pattern": absolute(reverse("lti:login", args=["00000000-0000-0000-0000-000000000000"])).replace(
             "00000000-0000-0000-0000-000000000000", "<registration-uuid>"),
     }

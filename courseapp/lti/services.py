@@ -143,7 +143,7 @@ def score_changed(*, learner_id: int) -> list[int]:
     wait to be sent, and go. Returns their ids. (attempt_submit calls it only for learners marked
     `lms_graded` at their launch: nobody else pays for the lookup.)"""
     changed = []
-    for passback in Passback.objects.filter(learner_id=learner_id).select_related("placement__section"):
+    for passback in Passback.objects.filter(learner_id=learner_id).select_related("placement__section", "placement__cohort"):
         if _rescore(passback):
             changed.append(passback.pk)
     if changed:

@@ -7,21 +7,19 @@ from urllib.parse import urlsplit
 
 from django.contrib.auth import login
 from django.contrib.auth.views import redirect_to_login
-from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.decorators import method_decorator
 from django.utils.translation import gettext as _
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
-from lti_tool.models import Key, LtiRegistration
+from lti_tool.models import Key
 from lti_tool.utils import get_launch_from_request
 from lti_tool.views import LtiLaunchBaseView, OIDCLoginInitView
 from pylti1p3.exception import LtiException, OIDCException
 
 from courseapp.instructor.roles import is_instructor
-from courseapp.instructor.views import instructor_required
-from courseapp.instructor import selectors as instructor_selectors
+from courseapp.instructor.views import cohort_or_404, instructor_required
 from courseapp.lti import deep_linking, selectors, services
 from courseapp.lti.models import Passback
 
@@ -97,25 +95,20 @@ def registration(request):
         return render(request, "403.html", {"message": _("This page is for instructors and administrators.")}, status=403)
     return render(request, "lti/registration.html", {
         "urls": selectors.tool_urls(request), "jwks": selectors.jwks_text(),
-        "registrations": LtiRegistration.objects.prefetch_related("deployments").order_by("name"),
         "has_key": Key.objects.active().exists()})
 
 
 @instructor_required
 @require_GET
 def cohort_passbacks(request, cohort_id):
-    cohort = instructor_selectors.cohort_for(request.user, cohort_id)
-    if cohort is None:
-        raise Http404
+    cohort = cohort_or_404(request, cohort_id)
     return render(request, "lti/passbacks.html", {"cohort": cohort, "passbacks": selectors.passbacks_of(cohort)})
 
 
 @instructor_required
 @require_POST
 def passback_retry(request, cohort_id, passback_id):
-    cohort = instructor_selectors.cohort_for(request.user, cohort_id)
-    if cohort is None:
-        raise Http404
+    cohort = cohort_or_404(request, cohort_id)
     passback = get_object_or_404(Passback, pk=passback_id, placement__cohort=cohort)
     services.passback_retry(passback=passback)
     return redirect("lti:passbacks", cohort_id=cohort.pk)

@@ -156,9 +156,5 @@ class Platform:
         return Handler
 
 
-def query(url: str) -> dict:
-    return dict(parse_qsl(urlsplit(url).query))
-
-
 def with_params(url: str, **params) -> str:
     return f"{url}{'&' if '?' in url else '?'}{urlencode(params)}"

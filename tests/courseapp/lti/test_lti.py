@@ -23,13 +23,19 @@ from tests.courseapp.lti.platform import INSTRUCTOR, LEARNER, SCORE_SCOPE, Platf
 SERVER = "http://testserver"
 
 
-@pytest.fixture
-def platform(db):
+def registered_platform() -> Platform:
+    """A test LMS, registered with the tool as an administrator would (lti_register)."""
     if not Key.objects.active().exists():  # a transactional test before this one emptied the tables
         Key.objects.generate()
     lms = Platform(tool_jwks=Key.objects.as_jwks())
     call_command("lti_register", "Test LMS", issuer=lms.iss, client_id=lms.client_id, auth_url=lms.auth_url,
                  token_url=lms.token_url, keyset_url=lms.keyset_url, deployment_id=[lms.deployment_id], stdout=io.StringIO())
+    return lms
+
+
+@pytest.fixture
+def platform(db):
+    lms = registered_platform()
     yield lms
     lms.close()
 
@@ -245,12 +251,8 @@ def test_the_embedded_sender_delivers_after_the_answer_commits_and_retries_on_it
     if not Lesson.objects.filter(number=21).exists():
         content_load(root=settings.CONTENT_DIR)
     settings.LTI_PASSBACK_BACKOFF_S = 0.2
-    Key.objects.generate()
-    lms = Platform(tool_jwks=Key.objects.as_jwks())
+    lms = registered_platform()
     try:
-        call_command("lti_register", "Test LMS", issuer=lms.iss, client_id=lms.client_id, auth_url=lms.auth_url,
-                     token_url=lms.token_url, keyset_url=lms.keyset_url, deployment_id=[lms.deployment_id],
-                     stdout=io.StringIO())
         lms.fail_scores = 2  # the first two score posts (whichever they are) fail
         client = Client()
         launch(client, lms, "stu-9", custom={"section": "s2"})
