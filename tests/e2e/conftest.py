@@ -12,6 +12,18 @@ CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 
 
+def _expect_waits_like_a_page():
+    """expect()'s own 5 s default is shorter than a fresh server's first demo run takes to load the
+    model on a busy 2-core machine (CI failed on it twice); a passing assertion returns as soon as it
+    holds, so only a real failure waits this long."""
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=60_000)
+
+
+_expect_waits_like_a_page()
+
+
 @pytest.fixture(scope="session")
 def browser():
     from playwright.sync_api import sync_playwright
@@ -119,17 +131,27 @@ def start_daphne(extra_env: dict):
     return proc, f"http://127.0.0.1:{port}", log
 
 
-@pytest.fixture
-def asgi_site(transactional_db):
-    """Daphne serving the whole app (HTTP + websockets, embedded engine) on the test DB, with the
-    lesson loaded (an earlier transactional test may have emptied the tables)."""
-    from courseapp.lessons.loader import content_load
-
-    content_load(root=settings.CONTENT_DIR)
+@pytest.fixture(scope="module")
+def asgi_server(django_db_setup, django_db_blocker):
+    """Daphne serving the whole app (HTTP + websockets, embedded engine) on the test DB, one per
+    test module: starting it and loading torch into it for its first run cost ~9 CPU-seconds, which
+    every test paid again when each had its own. Tests stay apart all the same: each has its own
+    browser context (its own guest), the tables are emptied between tests, ids are never reused
+    (AUTOINCREMENT / sequences) and the run limits are counted in the database."""
     proc, url, log = start_daphne({"HTTP_WORKERS": "2"})  # as `make run` serves: lesson pages from worker processes
     yield url
     stop_process(proc)
     log.close()
+
+
+@pytest.fixture
+def asgi_site(asgi_server, transactional_db):
+    """The module's Daphne, with the lesson loaded (an earlier transactional test may have emptied
+    the tables)."""
+    from courseapp.lessons.loader import content_load
+
+    content_load(root=settings.CONTENT_DIR)
+    return asgi_server
 
 
 @pytest.fixture
