@@ -1,5 +1,12 @@
 import pytest
 from django.conf import settings
+from hypothesis import settings as hypothesis_settings
+
+# Property tests explore the same examples on every run (a suite that fails at random blocks
+# everyone); HYPOTHESIS_PROFILE=explore searches anew each time, to look for new failures.
+hypothesis_settings.register_profile("suite", derandomize=True, database=None)
+hypothesis_settings.register_profile("explore")
+hypothesis_settings.load_profile(__import__("os").environ.get("HYPOTHESIS_PROFILE", "suite"))
 
 
 @pytest.fixture(scope="session")

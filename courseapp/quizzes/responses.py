@@ -97,7 +97,7 @@ def validate(question, response) -> dict:
         choice = response.get("choice")
         if choice in (None, ""):
             raise ResponseError(_("Choose an answer first."))
-        if choice not in {c["id"] for c in public["choices"]}:
+        if not isinstance(choice, str) or choice not in {c["id"] for c in public["choices"]}:
             raise ResponseError(_("That choice is not one of this question's options."))
         return {"choice": choice}
     if qtype == "multi":
@@ -126,7 +126,7 @@ def validate(question, response) -> dict:
     if qtype == "ordering":
         order = response.get("order")
         items = [i["id"] for i in public["items"]]
-        if not isinstance(order, list) or sorted(map(str, order)) != sorted(items):
+        if not isinstance(order, list) or not all(isinstance(i, str) for i in order) or sorted(order) != sorted(items):
             raise ResponseError(_("The order must list every item exactly once."))
         if list(order) == items:  # the order the card starts in, which is never the answer
             raise ResponseError(_("Move the items into your order first; nothing was saved, so this try still counts as unused."))
@@ -140,7 +140,7 @@ def validate(question, response) -> dict:
         clean = {}
         for left in public["left"]:
             right = pairs.get(left["id"]) or ""
-            if right and right not in rights:
+            if right and (not isinstance(right, str) or right not in rights):
                 raise ResponseError(_("That match is not one of this question's options."))
             clean[left["id"]] = right
         filled = sum(1 for right in clean.values() if right)

@@ -101,7 +101,7 @@ def test_prefix_caching_shares_blocks_for_the_repeat_and_not_for_timestamped_pro
     assert metric(page, "cache", "hit-rate") > 0
 
 
-def test_preemption_is_counted_marked_and_logged(demo_page, asgi_site):
+def test_preemption_is_counted_marked_and_logged_and_the_run_replays_from_its_trace(demo_page, asgi_site):
     page = open_preset(demo_page, asgi_site, "preemption")
     assert metric(page, "small", "preemptions") > 0
     expect(page.locator("[data-lane=small] td[data-code=X]").first).to_be_attached()
@@ -114,6 +114,13 @@ def test_preemption_is_counted_marked_and_logged(demo_page, asgi_site):
     expect(log).not_to_contain_text("PreemptionMode")
     log.focus()  # a scrollable region a keyboard can reach
     expect(log).to_be_focused()
+
+    # The finished run has a table view and replays from its stored trace (same scene, no second run).
+    page.locator("[data-action=table]").click()
+    expect(page.locator("[data-lane=small] .pool-table")).to_be_visible()
+    page.locator("[data-action=replay]").click()
+    expect(page.locator("#demo")).to_have_attribute("data-state", "replay")
+    expect(page.locator("#demo")).to_have_attribute("data-state", "finished", timeout=60_000)
 
 
 def test_my_own_run_takes_prompts_and_obeys_pause_step_resume_from_the_keyboard(demo_page, asgi_site):
@@ -146,15 +153,6 @@ def test_my_own_run_takes_prompts_and_obeys_pause_step_resume_from_the_keyboard(
     page.keyboard.press("Enter")  # resume
     expect(lane.locator(".outputs li[data-status=finished]")).to_have_count(1, timeout=60_000)
     assert lane.locator(".outputs li .answer").inner_text().strip()
-
-
-def test_a_finished_run_replays_from_its_trace_and_has_a_table_view(demo_page, asgi_site):
-    page = open_preset(demo_page, asgi_site, "preemption")
-    page.locator("[data-action=table]").click()
-    expect(page.locator("[data-lane=small] .pool-table")).to_be_visible()
-    page.locator("[data-action=replay]").click()
-    expect(page.locator("#demo")).to_have_attribute("data-state", "replay")
-    expect(page.locator("#demo")).to_have_attribute("data-state", "finished", timeout=60_000)
 
 
 def test_a_block_tells_which_tokens_it_holds(demo_page, asgi_site):

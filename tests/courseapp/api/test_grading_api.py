@@ -131,6 +131,8 @@ def test_errors_use_one_shape_and_the_right_status(two_classes, settings):
     grader = api(grader_token)
     assert grader("post", "submissions", {**good, "question": "nope"}).status_code == 404
     assert error_of(grader("post", "submissions", {**good, "response": {"choice": "zzz"}}))["code"] == "invalid_response"
+    for odd in ({"choice": []}, {"choice": {"a": 1}}, {"choice": 7}):  # JSON that is no option id (was a 500)
+        assert error_of(grader("post", "submissions", {**good, "response": odd}))["code"] == "invalid_response", odd
     assert grader("post", "submissions", {"learner": "", "question": question.slug, "response": {}}).status_code == 422
     assert error_of(grader("get", "questions?objectve=kv-waste"))["code"] == "unknown_parameter", "a misspelt filter"
     assert error_of(grader("get", "questions?section=s1&section=s2"))["code"] == "repeated_parameter"

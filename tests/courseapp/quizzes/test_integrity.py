@@ -13,7 +13,7 @@ from tests.answers import right_form, shown_id, wrong_form
 from tests.factories import LearnerFactory, UserFactory
 
 HX = {"HTTP_HX_REQUEST": "true"}
-GUESTS = 40
+GUESTS = 20
 
 
 def submit(client, q, data, nonce):
