@@ -165,6 +165,7 @@ class EngineLoop:
         self._subs: list[Subscription] = []
         self._thread: threading.Thread | None = None
         self._stopping = False
+        self.after_step = None  # called in the engine thread once a step's outputs are delivered
         self.error: BaseException | None = None
 
     # --- lifecycle -----------------------------------------------------------------------------
@@ -183,9 +184,12 @@ class EngineLoop:
             sub.closed = True
 
     # --- requests ------------------------------------------------------------------------------
-    def submit(self, prompt, params=None, request_id: str | None = None, loop: asyncio.AbstractEventLoop | None = None) -> RequestHandle:
-        """Queue a request from any thread. Bad input raises here, before any work."""
-        sink = _Sink(loop)
+    def submit(self, prompt, params=None, request_id: str | None = None, loop: asyncio.AbstractEventLoop | None = None,
+               sink=None) -> RequestHandle:
+        """Queue a request from any thread. Bad input raises here, before any work. `sink`: an
+        object with `loop = None` and `put(item)` that takes the outputs in the engine thread
+        itself (then the handle is not iterated; `after_step` marks the end of each step)."""
+        sink = sink or _Sink(loop)
         with self._turn():
             rid = self.engine.add_request(prompt, params, request_id)
             handle = RequestHandle(rid, self, sink)
@@ -202,6 +206,8 @@ class EngineLoop:
             aborted = self.engine.abort_request(request_id)
             if aborted:
                 self._deliver(request_id)
+                if self.after_step is not None:
+                    self.after_step()
         return aborted
 
     # --- watching and pacing -------------------------------------------------------------------
@@ -290,6 +296,8 @@ class EngineLoop:
                     for rid in list(self._handles):
                         self._deliver(rid, outbox)
                     outbox.flush()
+                    if self.after_step is not None:
+                        self.after_step()
                 self._log(event if busy else None)
             self._let_waiters_in()
             if busy:
@@ -325,5 +333,7 @@ class EngineLoop:
         for handle in self._handles.values():
             handle._sink.put(RuntimeError(f"the engine stopped: {exc}"))
         self._handles.clear()
+        if self.after_step is not None:
+            self.after_step()
         for sub in self._subs:
             sub.closed = True

@@ -411,11 +411,12 @@ class ServingEngine:
                                          asyncio.get_running_loop())
         return handle, len(ids)
 
-    def submit(self, ids: list, sampling: dict, request_id: str, loop=None):
-        """A handle to iterate (or `async for`) for outputs as tokens arrive."""
+    def submit(self, ids: list, sampling: dict, request_id: str, loop=None, sink=None):
+        """A handle to iterate (or `async for`) for outputs as tokens arrive (or, with `sink`, the
+        outputs handed to it in the engine thread: EngineLoop.submit)."""
         eng = _engine()
         try:
-            return self.loop.submit(ids, eng.SamplingParams(**sampling), request_id=request_id, loop=loop)
+            return self.loop.submit(ids, eng.SamplingParams(**sampling), request_id=request_id, loop=loop, sink=sink)
         except (eng.RequestError, eng.SamplingError) as exc:
             raise ServingRefused(str(exc)) from None
 

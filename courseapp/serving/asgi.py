@@ -38,7 +38,9 @@ class ServingApp:
             if served is None:
                 raise ApiError(404, "This lab engine has closed: its run is over.", type="not_found_error")
             if path == "/metrics":
-                await _respond(send, 200, served.metrics.exposition(), content_type=metrics.CONTENT_TYPE)
+                # Off the loop: the engine's figures may come from its process (a round trip).
+                exposition = await asyncio.to_thread(served.metrics.exposition)
+                await _respond(send, 200, exposition, content_type=metrics.CONTENT_TYPE)
                 return
             _check_key(scope)
             rate_limit().check(_caller(scope))

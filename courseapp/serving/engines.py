@@ -48,6 +48,11 @@ def served_engine():
             from courseapp.serving.remote import RemoteEngine
 
             served.engine = RemoteEngine()  # the engine workers serve it (scaled mode)
+        elif served.engine is None and settings.SERVING_ENGINE_PROCESS:
+            from courseapp.serving.engine_core import EngineCore
+
+            served.engine = EngineCore(torch_threads=settings.SERVING_TORCH_THREADS, **settings.SERVING_ENGINE)
+            _stop_at_exit()
         elif served.engine is None:
             served.engine = new_engine(**settings.SERVING_ENGINE)
         return served.engine

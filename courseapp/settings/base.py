@@ -174,8 +174,11 @@ SERVED_MODEL_NAME = os.environ.get("SERVED_MODEL_NAME", "munuibot")
 SERVING_API_KEY = os.environ.get("SERVING_API_KEY", "")
 SERVING_MAX_BODY_BYTES = 1024 * 1024
 SERVING_RATE_LIMIT = os.environ.get("SERVING_RATE_LIMIT", "1200/60")  # requests per seconds, per key or address
-# torch threads for the engines in the web process (the API's, the lab's): a core left for its event loop.
+# torch threads for the served engine and the lab's: a core left for the web process's event loop.
 SERVING_TORCH_THREADS = int(os.environ.get("SERVING_TORCH_THREADS", max(1, _CORES - 1)))
+# The site's served engine steps in a process of its own (courseapp/serving/engine_core.py, as
+# vLLM V1's EngineCore): in the web process it shared one interpreter lock with the event loop.
+SERVING_ENGINE_PROCESS = os.environ.get("SERVING_ENGINE_PROCESS", "1") == "1"
 SERVING_ENGINE = {"num_blocks": int(os.environ.get("SERVING_NUM_BLOCKS", "512")),
                   "max_num_seqs": int(os.environ.get("SERVING_MAX_NUM_SEQS", "32")),
                   "max_num_batched_tokens": 512, "enable_prefix_caching": True}

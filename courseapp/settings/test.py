@@ -27,3 +27,5 @@ DEMO_STEP_DELAY = float(os.environ.get("DEMO_STEP_DELAY", "0.005"))  # a server 
 # Engine sessions as threads of the test process (tests reach into them); the engine-process
 # host has tests of its own, and DEMO_ENGINE_PROCESS=1 in a server's environment turns it on.
 DEMO_ENGINE_PROCESS = os.environ.get("DEMO_ENGINE_PROCESS", "0") == "1"
+# Likewise the served engine (tests/e2e/test_serving.py starts its server with it on, as `make run`).
+SERVING_ENGINE_PROCESS = os.environ.get("SERVING_ENGINE_PROCESS", "0") == "1"

@@ -17,9 +17,10 @@ LONG_SYSTEM = "당신은 문의봇입니다. 주문, 배송, 환불, 계정 문�
 
 @pytest.fixture(scope="module")
 def server(django_db_blocker):
-    # A small engine: 2 seats and a pool two long answers overflow, so queues and preemptions show.
+    # A small engine: 2 seats and a pool two long answers overflow, so queues and preemptions show;
+    # in a process of its own, as `make run` serves it.
     with django_db_blocker.unblock():
-        proc, url, log = start_daphne({"SERVING_MAX_NUM_SEQS": "2", "SERVING_NUM_BLOCKS": "24"})
+        proc, url, log = start_daphne({"SERVING_MAX_NUM_SEQS": "2", "SERVING_NUM_BLOCKS": "24", "SERVING_ENGINE_PROCESS": "1"})
     yield url
     stop_process(proc)
     log.close()

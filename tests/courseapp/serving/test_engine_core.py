@@ -1,0 +1,93 @@
+"""The served engine in a process of its own (courseapp/serving/engine_core.py), driven through the
+calls the API makes of it: the same tokens as the engine in this process, refusals with their
+reason, an abort that ends the stream, /metrics' figures, and an engine process that dies."""
+import asyncio
+import os
+import signal
+
+import pytest
+
+from courseapp.demo.host import ServingEngine, ServingRefused
+from courseapp.serving.engine_core import EngineCore
+
+OPTIONS = {"num_blocks": 64, "max_num_seqs": 4, "max_num_batched_tokens": 256, "enable_prefix_caching": True}
+ASK = [{"role": "user", "content": "주문한 운동화가 아직 안 왔어요."}]
+GREEDY = {"temperature": 0.0, "ignore_eos": True}
+
+
+@pytest.fixture(scope="module")
+def core():
+    engine = EngineCore(torch_threads=1, **OPTIONS)
+    yield engine
+    engine.stop()
+
+
+async def answer(engine, request_id: str, max_tokens: int = 12, messages=ASK) -> tuple[list, object, int]:
+    handle, prompt_tokens = await engine.open(messages=messages, prompt="", max_tokens=max_tokens, sampling=GREEDY,
+                                              request_id=request_id)
+    texts, final = [], None
+    async for output in handle:
+        texts.append(output.text)
+        final = output
+    return texts, final, prompt_tokens
+
+
+def test_four_streams_at_once_get_the_tokens_the_engine_gives_in_this_process(core):
+    async def four(engine):
+        return await asyncio.gather(*(answer(engine, f"r{i}", 8 + 4 * i) for i in range(4)))
+
+    here = ServingEngine(**OPTIONS)
+    try:
+        expected = asyncio.run(four(here))
+    finally:
+        here.stop()
+    got = asyncio.run(four(core))
+    for (texts, final, prompt_tokens), (want_texts, want, want_prompt) in zip(got, expected):
+        assert final.token_ids == want.token_ids and final.text == want.text
+        assert texts == want_texts, "the text grows the same way, output by output"
+        assert prompt_tokens == want_prompt
+        assert final.finished and final.finish_reason == "length"
+        assert final.metrics.ttft is not None and final.metrics.num_cached_tokens >= 0  # for /metrics and usage
+    snap = core.snapshot()
+    assert snap.num_requests_running == 0 and snap.generation_tokens_total >= sum(8 + 4 * i for i in range(4))
+
+
+def test_a_request_too_long_is_refused_with_the_limit_and_the_next_is_served(core):
+    with pytest.raises(ServingRefused, match="maximum context length"):
+        asyncio.run(answer(core, "too-long", max_tokens=core.max_model_len + 1))
+    _texts, final, _ = asyncio.run(answer(core, "after", 4))
+    assert len(final.token_ids) == 4
+
+
+def test_an_abort_ends_the_stream_and_frees_the_blocks(core):
+    async def start_then_abort():
+        handle, _ = await core.open(messages=ASK, prompt="", max_tokens=400, sampling=GREEDY, request_id="gone")
+        final = None
+        async for output in handle:
+            final = output
+            if len(output.token_ids) >= 3:
+                core.abort("gone")
+        return final
+
+    final = asyncio.run(start_then_abort())
+    assert final.finish_reason == "abort" and len(final.token_ids) < 400
+    assert core.snapshot().kv_cache_usage_perc == 0.0
+
+
+def test_when_the_engine_process_dies_its_streams_fail_saying_so_and_the_next_request_starts_a_new_one():
+    engine = EngineCore(torch_threads=1, **OPTIONS)
+    try:
+        first = engine._proc.pid
+
+        async def killed_mid_stream():
+            handle, _ = await engine.open(messages=ASK, prompt="", max_tokens=400, sampling=GREEDY, request_id="k")
+            async for output in handle:
+                if len(output.token_ids) >= 2:
+                    os.kill(first, signal.SIGKILL)
+
+        with pytest.raises(RuntimeError, match=r"engine process stopped \(exit code -9\)"):
+            asyncio.run(asyncio.wait_for(killed_mid_stream(), 60))
+        _texts, final, _ = asyncio.run(answer(engine, "next", 3))
+        assert len(final.token_ids) == 3 and engine._proc.pid != first
+    finally:
+        engine.stop()
