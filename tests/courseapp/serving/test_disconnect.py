@@ -6,6 +6,7 @@ import json
 
 from courseapp.serving.asgi import ServingApp
 from courseapp.serving.engines import served_engine
+from tests.aio import run_in_fresh_loop
 
 
 def test_leaving_mid_stream_aborts_the_request_and_frees_its_blocks(db):
@@ -33,7 +34,7 @@ def test_leaving_mid_stream_aborts_the_request_and_frees_its_blocks(db):
 
         await asyncio.wait_for(ServingApp(None)(scope, receive, send), 60)
 
-    asyncio.run(run())
+    run_in_fresh_loop(lambda: run())
     after = engine.snapshot()
     assert sent[0]["status"] == 200
     assert after.num_requests_running == 0 and after.kv_blocks_used == 0, "its blocks are free"

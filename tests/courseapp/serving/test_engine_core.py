@@ -9,6 +9,7 @@ import pytest
 
 from courseapp.demo.host import ServingEngine, ServingRefused
 from courseapp.serving.engine_core import EngineCore
+from tests.aio import run_in_fresh_loop
 
 OPTIONS = {"num_blocks": 64, "max_num_seqs": 4, "max_num_batched_tokens": 256, "enable_prefix_caching": True}
 ASK = [{"role": "user", "content": "주문한 운동화가 아직 안 왔어요."}]
@@ -38,10 +39,10 @@ def test_four_streams_at_once_get_the_tokens_the_engine_gives_in_this_process(co
 
     here = ServingEngine(**OPTIONS)
     try:
-        expected = asyncio.run(four(here))
+        expected = run_in_fresh_loop(lambda: four(here))
     finally:
         here.stop()
-    got = asyncio.run(four(core))
+    got = run_in_fresh_loop(lambda: four(core))
     for (texts, final, prompt_tokens), (want_texts, want, want_prompt) in zip(got, expected):
         assert final.token_ids == want.token_ids and final.text == want.text
         assert texts == want_texts, "the text grows the same way, output by output"
@@ -54,8 +55,8 @@ def test_four_streams_at_once_get_the_tokens_the_engine_gives_in_this_process(co
 
 def test_a_request_too_long_is_refused_with_the_limit_and_the_next_is_served(core):
     with pytest.raises(ServingRefused, match="maximum context length"):
-        asyncio.run(answer(core, "too-long", max_tokens=core.max_model_len + 1))
-    _texts, final, _ = asyncio.run(answer(core, "after", 4))
+        run_in_fresh_loop(lambda: answer(core, "too-long", max_tokens=core.max_model_len + 1))
+    _texts, final, _ = run_in_fresh_loop(lambda: answer(core, "after", 4))
     assert len(final.token_ids) == 4
 
 
@@ -69,7 +70,7 @@ def test_an_abort_ends_the_stream_and_frees_the_blocks(core):
                 core.abort("gone")
         return final
 
-    final = asyncio.run(start_then_abort())
+    final = run_in_fresh_loop(lambda: start_then_abort())
     assert final.finish_reason == "abort" and len(final.token_ids) < 400
     assert core.snapshot().kv_cache_usage_perc == 0.0
 
@@ -86,8 +87,8 @@ def test_when_the_engine_process_dies_its_streams_fail_saying_so_and_the_next_re
                     os.kill(first, signal.SIGKILL)
 
         with pytest.raises(RuntimeError, match=r"engine process stopped \(exit code -9\)"):
-            asyncio.run(asyncio.wait_for(killed_mid_stream(), 60))
-        _texts, final, _ = asyncio.run(answer(engine, "next", 3))
+            run_in_fresh_loop(lambda: asyncio.wait_for(killed_mid_stream(), 60))
+        _texts, final, _ = run_in_fresh_loop(lambda: answer(engine, "next", 3))
         assert len(final.token_ids) == 3 and engine._proc.pid != first
     finally:
         engine.stop()

@@ -1,10 +1,10 @@
 """Which engine a path reaches: the site's under /v1 and /metrics; a lab run's only under its own
 unguessable base URL, and only while the run lasts."""
-import asyncio
 import json
 
 from courseapp.serving import engines
 from courseapp.serving.asgi import ServingApp
+from tests.aio import run_in_fresh_loop
 
 
 def call(path: str, method: str = "GET") -> tuple[int, dict | str]:
@@ -21,7 +21,7 @@ def call(path: str, method: str = "GET") -> tuple[int, dict | str]:
         await send({"type": "http.response.body", "body": b"django"})
 
     scope = {"type": "http", "method": method, "path": path, "headers": [], "client": ("127.0.0.1", 1)}
-    asyncio.run(ServingApp(fallback)(scope, receive, send))
+    run_in_fresh_loop(lambda: ServingApp(fallback)(scope, receive, send))
     body = sent[1]["body"].decode()
     return sent[0]["status"], (json.loads(body) if body.startswith("{") else body)
 
