@@ -189,8 +189,9 @@ class EngineCore:
         try:
             self._send(("open", request_id, messages, prompt, max_tokens, sampling))
             kind, *rest = await stream.accepted
-        except BaseException:
+        except BaseException:  # the caller went away (cancelled) before the engine answered
             self._forget(request_id)
+            self.abort(request_id)  # the engine may have taken it meanwhile: free its blocks
             raise
         if kind == "accepted":
             return CoreHandle(stream), rest[0]

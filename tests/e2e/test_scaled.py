@@ -132,7 +132,7 @@ def test_a_fresh_worker_serves_its_first_run_streams_blocks_and_its_death_is_rep
     assert failed["message"] == run.error and "first@" in failed["message"]  # names the worker that was lost
 
 
-@pytest.mark.parametrize("web", [{"DEMO_STEP_DELAY": "0.012"}], indirect=True)
+@pytest.mark.parametrize("web", [{"DEMO_STEP_DELAY": "0.03"}], indirect=True)
 def test_six_runs_on_one_worker_of_two_seats_wait_their_turn_and_all_finish(web, workers):
     workers.start("solo", concurrency=2)
     wait_until(lambda: b"ready" in (ROOT / ".test-worker-solo.log").read_bytes(), 60, "the worker to be ready")
