@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 PORT   ?= 8000
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: run test install migrate content static lock messages clean
+.PHONY: run test install migrate content static lock messages clean mutation
 
 # Re-installs only when requirements.txt changes, so the second run is fast.
 $(BIN)/.installed: requirements.txt
@@ -44,6 +44,12 @@ test: install
 	$(BIN)/python -m pytest
 	if [ -z "$(TEST_DATABASE_URL)" ]; then echo "*** TEST_DATABASE_URL is empty: the PostgreSQL pass is SKIPPED (CI refuses this: .ci/run) ***" >&2; fi
 	if [ -n "$(TEST_DATABASE_URL)" ]; then DATABASE_URL=$(TEST_DATABASE_URL) $(BIN)/python -m pytest -q tests/courseapp $(PG_SCALED) --ignore=tests/courseapp/serving --ignore=tests/courseapp/test_page_imports.py --ignore=tests/courseapp/demo/test_engine_process.py --ignore=tests/courseapp/demo/test_scenes.py; fi
+
+# Mutation testing of the costliest modules (tests/mutation.py; slow, not part of `make test`):
+# killed/survived per module and every survivor's diff; fails under 85% killed. MODULES=… picks some.
+mutation: install
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-mutation.txt
+	$(BIN)/python tests/mutation.py $(MODULES)
 
 # Regenerate the full lock from the direct pins in requirements.in.
 lock:

@@ -86,6 +86,10 @@ class TestNumeric:
         assert grade_numeric(key, {"value": 94}).score == 1.0
         assert grade_numeric(key, {"value": 95}).score == 0.0
 
+    def test_a_key_without_a_tolerance_wants_the_exact_number(self):
+        assert grade_numeric({"answer": 94}, {"value": 94}).score == 1.0
+        assert grade_numeric({"answer": 94}, {"value": 94.5}).score == 0.0
+
 
 class TestShort:
     key = {"answers": ["연속 배칭", "continuous batching"], "patterns": []}
@@ -105,6 +109,18 @@ class TestShort:
         assert grade_short(key, {"text": "Preempted"}).score == 1.0
         assert grade_short(key, {"text": "preemptive scheduling"}).score == 0.0
 
+    def test_a_key_without_patterns_grades_by_its_answers_alone(self):
+        key = {"answers": ["선점"]}
+        assert grade_short(key, {"text": "선점"}).score == 1.0
+        assert grade_short(key, {"text": "스왑"}).score == 0.0
+
+    def test_a_rubric_credits_each_idea_found_and_names_found_and_missing_ones(self):
+        rubric = [{"label": "KV를 블록 단위로 나눈다", "patterns": ["블록"]}, {"label": "필요할 때 할당한다", "patterns": ["필요할때"]}]
+        result = grade_short({"rubric": rubric}, {"text": "KV 캐시를 고정 크기 블록으로 나눕니다."})
+        assert result.score == 0.5
+        assert result.detail["ideas"] == [{"label": "KV를 블록 단위로 나눈다", "found": True},
+                                          {"label": "필요할 때 할당한다", "found": False}]  # the feedback lists them
+
     def test_normalise_keeps_hangul_and_digits(self):
         assert normalise_text("KV 캐시 8,192칸!") == "kv캐시8192칸"
 
@@ -117,7 +133,9 @@ class TestOrdering:
 
     def test_one_item_out_of_place_loses_one_nth(self):
         # LCS of (b, a, c, d) and (a, b, c, d) is 3
-        assert grade_ordering(self.key, {"order": ["b", "a", "c", "d"]}).score == pytest.approx(0.75)
+        result = grade_ordering(self.key, {"order": ["b", "a", "c", "d"]})
+        assert result.score == pytest.approx(0.75)
+        assert result.detail == {"in_order": 3, "total": 4}  # the feedback's "3 of 4 in order"
 
     def test_reversed_keeps_only_one(self):
         assert grade_ordering(self.key, {"order": ["d", "c", "b", "a"]}).score == pytest.approx(0.25)
