@@ -35,6 +35,21 @@ STATE_EVERY_S = 0.5
 
 
 # --- the engine process ------------------------------------------------------------------------
+def pipe_sender(conn, on_gone=lambda: None):
+    """send(message) for the threads of an engine process: one message at a time on the pipe;
+    `on_gone()` once the web process has gone (the pipe is broken)."""
+    lock = threading.Lock()
+
+    def send(message) -> None:
+        with lock:
+            try:
+                conn.send(message)
+            except (OSError, EOFError):
+                on_gone()
+
+    return send
+
+
 def _child_main(conn, torch_threads: int) -> None:
     import torch
 
@@ -43,16 +58,9 @@ def _child_main(conn, torch_threads: int) -> None:
 
     sessions: dict[str, RunSession] = {}
     threads: dict[str, threading.Thread] = {}
-    send_lock = threading.Lock()
     done = threading.Event()  # the web process is gone, or everything has stopped
     stopping = threading.Event()
-
-    def send(message) -> None:
-        with send_lock:
-            try:
-                conn.send(message)
-            except (OSError, EOFError):  # the web process is gone
-                done.set()
+    send = pipe_sender(conn, on_gone=done.set)
 
     def serve(run_id: str, session: RunSession) -> None:
         end = session.run_to_end(lambda: stopping.is_set() or done.is_set())

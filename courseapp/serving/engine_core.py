@@ -20,6 +20,7 @@ starts a new one.
 """
 import asyncio
 import atexit
+import dataclasses
 import itertools
 import logging
 import multiprocessing
@@ -43,15 +44,9 @@ def _core_main(conn, torch_threads: int, options: dict) -> None:
     # The engine's periodic stats line ("Engine 000: Avg prompt throughput …") on the server's
     # console, as the web process's LOGGING shows it (this process has no Django settings loaded).
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    send_lock = threading.Lock()
+    from courseapp.demo.engine_process import pipe_sender
 
-    def send(message) -> None:
-        with send_lock:
-            try:
-                conn.send(message)
-            except (OSError, EOFError):  # the web process is gone
-                pass
-
+    send = pipe_sender(conn)  # if the web process is gone, the next recv below ends the loop
     try:
         from courseapp.demo.host import ServingEngine, ServingRefused
 
@@ -84,7 +79,7 @@ def _core_main(conn, torch_threads: int, options: dict) -> None:
             elif hasattr(item, "token_ids"):
                 grew = item.text.startswith(self.text)
                 piece = item.text[len(self.text):] if grew else item.text
-                metrics = vars_of(item.metrics) if item.finished else None
+                metrics = dataclasses.asdict(item.metrics) if item.finished else None
                 batch.append((self.rid, grew, piece, item.token_ids[self.count:], item.finished, item.finish_reason, metrics))
                 self.text, self.count = item.text, len(item.token_ids)
 
@@ -123,10 +118,6 @@ def _core_main(conn, torch_threads: int, options: dict) -> None:
             break
     opener.shutdown(cancel_futures=True)
     engine.stop()  # before the interpreter finalises: an engine thread inside torch would abort it
-
-
-def vars_of(metrics) -> dict:
-    return {name: getattr(metrics, name) for name in metrics.__slots__}
 
 
 # --- the web process's side --------------------------------------------------------------------
