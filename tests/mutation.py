@@ -40,6 +40,9 @@ def config(module: str, tests: list[str]) -> str:
     lines += [f"    {p}" for p in COPY if p != package]
     lines += ["pytest_add_cli_args_test_selection ="] + [f"    {t}" for t in tests]
     lines += ["pytest_add_cli_args =", "    -p", "    no:randomly"]  # mutmut picks the tests per mutant
+    # Workers forked from a process that has run torch can hang in its thread pool whatever the
+    # mutant (57 of sampling.py's 102 timed out): fork them from a server that has only imported.
+    lines += ["process_isolation = forkserver"]
     return "\n".join(lines) + "\n"
 
 

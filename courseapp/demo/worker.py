@@ -8,7 +8,7 @@ does besides running its tasks (courseapp/demo/tasks.py).
 - As it starts it loads the model in the background, so the first run does not wait for it (a
   run that comes meanwhile waits in "starting"), and once ready it reaps runs every few seconds
   (services.runs_reap): runs nobody watches, queued runs no worker took and runs of a worker that
-  died end even when no web page is open.
+  died end even when no web page is open; LTI passbacks whose sender died mid-send go out again.
 - On a warm shutdown (SIGTERM, Ctrl-C) it stops its open runs, saying "its engine worker shut
   down", so it exits in seconds instead of waiting for a learner's run to end.
 """
@@ -77,12 +77,16 @@ def _reap() -> None:
     from django.db import close_old_connections
 
     from courseapp.demo import services
+    from courseapp.lti import delivery as lti_delivery
 
     while not shutting_down.wait(REAP_EVERY_S):
         try:
             ended = services.runs_reap()
             if ended:
                 logger.info("engine worker: reaped %s", ", ".join(ended))
+            resent = lti_delivery.resend_stalled()
+            if resent:
+                logger.info("engine worker: LTI passbacks %s sent again (their sender stopped)", resent)
             close_old_connections()
         except Exception:  # a database blip: next round
             logger.warning("engine worker: a reaping round failed", exc_info=True)

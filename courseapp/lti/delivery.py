@@ -1,7 +1,8 @@
 """Who sends passbacks, and when: a Celery task on the engine queue when scaled (a retry is the
 same task again, counted down), else one sender thread per process with a timetable. Either way
-the database row is the truth (services._claim takes it atomically), so a passback a restart
-interrupted is picked up by the next sender that starts."""
+the database row is the truth (services._claim takes it atomically, for a lease), so a passback a
+restart interrupted — even mid-send — is picked up by the next sender that starts, or in scaled
+mode by the engine workers' sweep (resend_stalled)."""
 import heapq
 import threading
 import time
@@ -59,10 +60,19 @@ class _Sender:
     def _resume_unsent(self) -> None:
         close_old_connections()
         now = timezone.now()
-        for passback_id, next_try_at in Passback.objects.filter(
-                status__in=[Passback.Status.PENDING, Passback.Status.RETRYING]).values_list("pk", "next_try_at"):
+        # SENDING too: a claim this process held when it stopped is due again when its lease ends.
+        for passback_id, next_try_at in Passback.objects.filter(status__in=services.UNSENT).values_list("pk", "next_try_at"):
             wait = max(0.0, (next_try_at - now).total_seconds()) if next_try_at else 0.0
             self.add([passback_id], wait)
+
+
+def resend_stalled() -> list[int]:
+    """Scaled mode's sweep (each engine worker's reaper calls it): passbacks whose sender died
+    mid-send or whose queued task was lost go out again. Returns their ids."""
+    stalled = services.passbacks_stalled()
+    if stalled:
+        send_soon(stalled)
+    return stalled
 
 
 _lock = threading.Lock()

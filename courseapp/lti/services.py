@@ -10,6 +10,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from courseapp.instructor.models import Cohort, Membership
@@ -164,12 +165,32 @@ def passback_retry(*, passback: Passback) -> None:
     transaction.on_commit(lambda: _dispatch([passback.pk]))
 
 
+UNSENT = [Passback.Status.PENDING, Passback.Status.RETRYING, Passback.Status.SENDING]
+
+
+def sending_lease() -> timedelta:
+    """How long a claim holds a passback: a send is two HTTP calls (the LMS's token, the score),
+    each cut off at LTI_HTTP_TIMEOUT_S. A claim older than that belongs to a sender that died
+    mid-send (a restart, a killed worker), and the passback is due again."""
+    return timedelta(seconds=4 * settings.LTI_HTTP_TIMEOUT_S + 30)
+
+
+def passbacks_stalled(*, now=None) -> list[int]:
+    """Unsent passbacks no sender holds any more: a claim past its lease (the sender died
+    mid-send), or a due one left waiting a whole lease longer (its queued task was lost)."""
+    now = now or timezone.now()
+    return list(Passback.objects.filter(
+        Q(status=Passback.Status.SENDING, next_try_at__lte=now)
+        | Q(status__in=[Passback.Status.PENDING, Passback.Status.RETRYING], next_try_at__lte=now - sending_lease())
+    ).values_list("pk", flat=True))
+
+
 def _claim(passback_id: int) -> Passback | None:
     """Take a due passback for sending, atomically: two processes (or a retry and an
     instructor's click) never send one twice at the same moment."""
     now = timezone.now()
-    taken = Passback.objects.filter(pk=passback_id, status__in=[Passback.Status.PENDING, Passback.Status.RETRYING],
-                                    next_try_at__lte=now).update(status=Passback.Status.SENDING)
+    taken = Passback.objects.filter(pk=passback_id, status__in=UNSENT, next_try_at__lte=now).update(
+        status=Passback.Status.SENDING, next_try_at=now + sending_lease())
     if not taken:
         return None
     return Passback.objects.select_related("placement__resource_link__context__deployment__registration",
@@ -201,5 +222,5 @@ def passback_send(*, passback_id: int, post_score=None) -> float | None:
         return delay
     # A score that changed while this one was on its way stays pending: it goes next.
     Passback.objects.filter(pk=passback.pk, status=Passback.Status.SENDING, scored_at=scored_at).update(
-        status=Passback.Status.SENT, tries=passback.tries + 1, sent_at=timezone.now(), last_error="")
+        status=Passback.Status.SENT, tries=passback.tries + 1, sent_at=timezone.now(), last_error="", next_try_at=None)
     return None

@@ -186,6 +186,43 @@ def test_a_send_that_keeps_failing_gives_up_and_the_instructor_can_send_it_again
     assert passback.status == Passback.Status.SENT and platform.scores[-1]["userId"] == "stu-1"
 
 
+def test_a_passback_whose_sender_died_mid_send_goes_out_again_after_its_lease(platform, settings, monkeypatch):
+    """A sender claims a passback and dies before the LMS answers (a restart, a killed worker):
+    the row says "being sent" with nobody sending it. Once the claim's lease ends, the sweep and
+    the next sender take it again; before that, nobody sends it twice."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from courseapp.lti import delivery
+
+    client = Client()
+    launch(client, platform, "stu-1", custom={"section": "s2"})
+    question = section_questions("s2")[0]
+    client.post(reverse("quizzes:submit", args=[question.slug]), {**right_form(question), "nonce": "a1"})
+    passback = Passback.objects.get()
+
+    def dies(_passback):
+        raise SystemExit  # the process ends here: no failure is written
+
+    with pytest.raises(SystemExit):
+        services.passback_send(passback_id=passback.pk, post_score=dies)
+    passback.refresh_from_db()
+    assert passback.status == Passback.Status.SENDING and platform.scores == []
+    assert services.passback_send(passback_id=passback.pk) is None and platform.scores == []  # still held
+    assert services.passbacks_stalled() == []
+
+    later = timezone.now() + services.sending_lease() + timedelta(seconds=1)
+    assert services.passbacks_stalled(now=later) == [passback.pk]
+    Passback.objects.filter(pk=passback.pk).update(next_try_at=timezone.now() - timedelta(seconds=1))  # the lease ended
+    resent = []
+    monkeypatch.setattr(delivery, "send_soon", resent.extend)  # the sweep hands it to a sender
+    assert delivery.resend_stalled() == [passback.pk] and resent == [passback.pk]
+    assert services.passback_send(passback_id=passback.pk) is None
+    passback.refresh_from_db()
+    assert passback.status == Passback.Status.SENT and platform.scores[-1]["scoreGiven"] == 1
+
+
 def test_a_regrade_sends_the_changed_score(platform):
     client = Client()
     launch(client, platform, "stu-1", custom={"section": "s2"})
