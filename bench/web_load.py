@@ -31,6 +31,7 @@ import aiohttp
 import websockets
 
 from bench.server import free_port, stop_server
+from courseapp.demo.traces import FrameMirror
 
 ROOT = Path(__file__).resolve().parent.parent
 SECTIONS = ["s0", "s1", "s2", "s3", "s4", "s5", "s6", "appendix-a", "appendix-b", "appendix-c"]
@@ -157,13 +158,18 @@ async def watch_demo(url: str, preset: str, stop: asyncio.Event, steps: list) ->
     while not stop.is_set():
         run_id = await start_scene(url, preset)
         ws_url = url.replace("http://", "ws://") + f"/ws/demo/runs/{run_id}/"
-        last = None
+        last, mirror = None, FrameMirror()  # the picture, as the page builds it from snapshot and deltas
         async with websockets.connect(ws_url, origin=url, max_size=None) as sock:
             while not stop.is_set():
                 try:
-                    frame = json.loads(await asyncio.wait_for(sock.recv(), 1.0))
+                    message = json.loads(await asyncio.wait_for(sock.recv(), 1.0))
                 except asyncio.TimeoutError:
                     continue
+                frame = message
+                if message.get("type") in ("snapshot", "delta"):
+                    if not mirror.apply(message):
+                        continue
+                    frame = mirror.state
                 if frame.get("lanes"):
                     step = max(lane["step"] for lane in frame["lanes"])
                     if last is not None and step > last:

@@ -1,4 +1,9 @@
-"""One websocket per watcher of a run: a snapshot first, then frames; prompts and controls in."""
+"""One websocket per watcher of a run: a snapshot first, then one delta per frame (traces.py);
+prompts and controls in.
+
+A viewer that finds a gap in the deltas' numbers asks for a snapshot. A socket whose frames
+reach it late (its event loop is behind: a hall of viewers on one process) skips the stale deltas
+and gets the latest picture instead of working through a queue of old ones."""
 import asyncio
 import logging
 import time
@@ -11,6 +16,8 @@ from courseapp.demo import events, inbound, keeper, selectors, services
 
 logger = logging.getLogger("courseapp.demo")
 WATCH_EVERY_S = 2.0
+BEHIND_AFTER_S = 0.5  # a delta older than this when its turn comes is skipped
+SNAPSHOTS_EVERY_S = 1.0  # at most one snapshot asked for per socket in this time
 MARK_WATCHED_EVERY_S = 10.0  # services.WATCHING_WITHIN allows for two of these to go missing
 
 
@@ -28,6 +35,9 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         await self.accept()
         self.last_seen = time.monotonic()
         self.ended_sent = False
+        self.seq = 0  # the last frame message this socket sent
+        self.behind = False  # skipped deltas: the next frame goes as a snapshot
+        self.snapshot_asked = 0.0
         # The session and the learner load from the database: not on the event loop.
         self.viewer = await database_sync_to_async(selectors.viewer_for)(run, user=self.scope.get("user"), session=self.scope.get("session"))
         await self._mark_watched()
@@ -43,7 +53,42 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
     # --- out ---------------------------------------------------------------------------------
     async def run_frame(self, event):
         self.last_seen = time.monotonic()
+        kind, seq = event.get("kind"), event.get("seq", 0)
+        if kind in ("snapshot", "delta") and seq <= self.seq:
+            return  # the picture this socket has already holds it
+        if kind == "delta":
+            late = time.time() - event.get("sent_at", 0) > BEHIND_AFTER_S
+            if self.behind or late or seq != self.seq + 1:  # this delta would not build the right picture
+                self.behind = True
+                if not await self._catch_up() or seq <= self.seq:
+                    return
+        elif kind == "snapshot":
+            self.behind = False
         await self.send(text_data=event["text"])
+        if kind in ("snapshot", "delta"):
+            self.seq = seq
+
+    async def _catch_up(self) -> bool:
+        """Send the latest picture in place of the deltas skipped; True if it went out. Where the
+        web process holds no copy (a worker hosts the run), ask the worker for one, once a second."""
+        from courseapp.demo.host import embedded
+
+        latest = embedded.latest_snapshot(self.run_id)
+        if latest is not None:
+            self.behind = False
+            self.seq, text = latest
+            await self.send(text_data=text)
+            return True
+        await self._ask_snapshot()
+        return False
+
+    async def _ask_snapshot(self) -> None:
+        if time.monotonic() - self.snapshot_asked < SNAPSHOTS_EVERY_S:
+            return
+        self.snapshot_asked = time.monotonic()
+        run = await database_sync_to_async(selectors.run_get)(self.run_id)
+        if run is not None and run.is_active:
+            await database_sync_to_async(services.run_command)(run=run, cmd={"type": "snapshot", "reply_to": self.channel_name})
 
     async def _error(self, message: str, **extra):
         await self.send_json({"type": "error", "message": message, **extra})
@@ -59,9 +104,10 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         if run.is_active and run.host == "embedded":
             from courseapp.demo.host import embedded
 
-            frame = embedded.latest(self.run_id)
-            if frame is not None:
-                await self.send_json({**frame, "type": "snapshot"})
+            latest = embedded.latest_snapshot(self.run_id)
+            if latest is not None:
+                self.seq, text = latest
+                await self.send(text_data=text)
                 return
             if embedded.is_alive(self.run_id):
                 return
@@ -73,8 +119,9 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
                     await self.send_json(frame)
                     return
         await self._send_status(run)
-        if run.is_active:  # hosted by a worker: ask it for a fresh snapshot
-            await database_sync_to_async(services.run_command)(run=run, cmd={"type": "snapshot"})
+        if run.is_active:  # hosted by a worker: ask it for a fresh snapshot, for this socket
+            await database_sync_to_async(services.run_command)(
+                run=run, cmd={"type": "snapshot", "reply_to": self.channel_name})
 
     async def _send_status(self, run):
         await self.send_json(await database_sync_to_async(selectors.run_status)(run))
@@ -125,6 +172,10 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         if message.type == "ping":
             await self.send_json({"type": "pong"})
             return
+        if message.type == "snapshot":  # the viewer found a gap in the deltas
+            self.behind = True
+            await self._catch_up()
+            return
         run = await database_sync_to_async(selectors.run_get)(self.run_id)
         if run is None or not run.is_active:
             await self._error(_("this run has ended"))
@@ -156,3 +207,4 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         cmd = {"type": "submit", "prompt": message.prompt, "max_tokens": message.max_tokens,
                "owner": selectors.owner_label(run, self.viewer)}
         await database_sync_to_async(services.run_command)(run=run, cmd=cmd)
+

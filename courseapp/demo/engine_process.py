@@ -28,6 +28,7 @@ import time
 from datetime import datetime
 
 from courseapp.demo.host import TICKING_WITHIN_S
+from courseapp.demo.traces import FrameMirror
 
 logger = logging.getLogger("courseapp.demo")
 
@@ -81,7 +82,7 @@ def _child_main(conn, torch_threads: int) -> None:
             break
         kind, run_id = message[0], message[1] if len(message) > 1 else None
         if kind == "start":
-            session = RunSession(run_id, message[2], publish=lambda frame, r=run_id: send(("frame", r, frame)))
+            session = RunSession(run_id, message[2], publish=lambda message, to=None, r=run_id: send(("frame", r, message)))
             sessions[run_id] = session
             threads[run_id] = threading.Thread(target=serve, args=(run_id, session), name=f"demo-run-{run_id[:8]}")
             threads[run_id].start()
@@ -104,7 +105,8 @@ class _Run:
 
     def __init__(self, publish, on_finish):
         self.publish, self.on_finish = publish, on_finish
-        self.latest: dict | None = None
+        self.mirror = FrameMirror()  # the latest picture, for viewers that connect (deltas applied)
+        self.mirror_lock = threading.Lock()
         self.ticking, self.state_at = True, time.monotonic()  # it is starting
         self.started = False
         self._idle_until: datetime | None = None
@@ -160,9 +162,13 @@ class ProcessHost:
             return False
         return True
 
-    def latest(self, run_id: str) -> dict | None:
+    def latest_snapshot(self, run_id: str) -> tuple[int, str] | None:
+        """(seq, the run's latest picture as a snapshot message in JSON), or None."""
         run = self.runs.get(run_id)
-        return run.latest if run else None
+        if run is None:
+            return None
+        with run.mirror_lock:
+            return run.mirror.snapshot_text()
 
     def is_alive(self, run_id: str) -> bool:
         return run_id in self.runs
@@ -225,7 +231,8 @@ class ProcessHost:
             if run is None:
                 continue
             if kind == "frame":
-                run.latest = message[2]
+                with run.mirror_lock:
+                    run.mirror.apply(message[2])
                 run.publish(message[2])
             elif kind == "state":
                 run.ticking, run._idle_until, run.started, run.state_at = message[2], message[3], message[4], time.monotonic()

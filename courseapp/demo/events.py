@@ -6,11 +6,12 @@ the engine thread would never be delivered there). In a Celery worker, channels-
 reached with async_to_sync.
 """
 import asyncio
-import json
 import logging
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
+
+from courseapp.demo.traces import encode_text
 
 logger = logging.getLogger("courseapp.demo")
 _server_loop: asyncio.AbstractEventLoop | None = None
@@ -30,18 +31,25 @@ def command_channel(run_id: str) -> str:
     return f"demo-run.{run_id.replace('-', '')}"
 
 
-def publish(run_id: str, frame: dict) -> None:
-    """Send a frame to everyone watching the run. Never raises into the engine loop."""
+def publish(run_id: str, message: dict, to: str | None = None) -> None:
+    """Send a frame message (traces.FrameStream: a snapshot or a delta) to everyone watching the
+    run, or to one viewer's channel. Never raises into the engine loop."""
     layer = get_channel_layer()
     # Serialised once here: the in-memory layer deep-copies every message for every watcher,
-    # and the consumer then sends the text as it is (20 watchers must not mean 20 encodings).
-    message = {"type": "run.frame", "text": json.dumps(frame, ensure_ascii=False, separators=(",", ":"))}
+    # and the consumer then sends the text as it is (200 watchers must not mean 200 encodings).
+    # seq and sent_at ride beside the text: a consumer that falls behind skips frames without
+    # parsing them (consumers.RunConsumer.run_frame).
+    event = {"type": "run.frame", "text": encode_text(message), "kind": message.get("type", ""),
+             "seq": message.get("seq", 0), "sent_at": message.get("sent_at", 0.0)}
     try:
         if _server_loop is not None and _server_loop.is_running():
-            asyncio.run_coroutine_threadsafe(layer.group_send(group_name(run_id), message), _server_loop)
+            send = layer.send(to, event) if to else layer.group_send(group_name(run_id), event)
+            asyncio.run_coroutine_threadsafe(send, _server_loop)
+        elif to:
+            async_to_sync(layer.send)(to, event)
         else:
-            async_to_sync(layer.group_send)(group_name(run_id), message)
-    except Exception:  # a full or unreachable layer drops a frame; the next frame repairs it
+            async_to_sync(layer.group_send)(group_name(run_id), event)
+    except Exception:  # a full or unreachable layer drops a frame; the viewer asks for a snapshot
         logger.warning("could not publish a frame for run %s", run_id, exc_info=True)
 
 

@@ -1,7 +1,7 @@
 """Engine step events → what the browser draws. Pure data, no engine import.
 
-Every frame is a complete picture of each lane (pool, block tables, queues, stats, timeline),
-so a socket that missed messages is right again at the next frame. Frames are coalesced:
+Every frame is a complete picture of each lane (pool, block tables, queues, stats, timeline);
+viewers receive it as a delta from the frame before (traces.FrameStream). Frames are coalesced:
 at most one per 1/MAX_FPS seconds, the latest state wins.
 """
 import time
@@ -180,7 +180,6 @@ class FrameBuilder:
         self.run_id = run_id
         self.scene = scene  # the preset's name ("" for a learner's own engine)
         self.lanes = lanes
-        self.seq = 0
         self.status = "running"
         self.paused = False
         self.speed = 1.0
@@ -196,13 +195,12 @@ class FrameBuilder:
         now = time.monotonic() if now is None else now
         return self._dirty and now - self._last_sent >= 1 / MAX_FPS
 
-    def frame(self, kind: str = "frame") -> dict:
-        self.seq += 1
+    def frame(self) -> dict:
         self._last_sent = time.monotonic()
         self._dirty = False
         ended = self.status != "running"
         return {
             "scene": self.scene, "summary": [lane.summary() for lane in self.lanes] if ended else None,
-            "type": kind, "seq": self.seq, "run": self.run_id, "sent_at": time.time(), "status": self.status, "reason": self.reason,
+            "run": self.run_id, "status": self.status, "reason": self.reason,
             "paused": self.paused, "speed": self.speed, "message": self.message, "lanes": [lane.to_dict() for lane in self.lanes],
         }

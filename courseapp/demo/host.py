@@ -18,7 +18,7 @@ from datetime import datetime, timezone as dt_timezone
 from django.utils.functional import SimpleLazyObject
 
 from courseapp.demo.frames import FrameBuilder, LaneState
-from courseapp.demo.traces import TraceRecorder
+from courseapp.demo.traces import FrameStream, TraceRecorder
 
 logger = logging.getLogger("courseapp.demo")
 
@@ -62,17 +62,18 @@ class RunSession:
     def __init__(self, run_id: str, spec: dict, publish):
         self.run_id = run_id
         self.spec = spec
-        self.publish = publish  # callable(frame dict)
+        self.publish = publish  # callable(message dict, to=None): to every viewer, or to one channel
         self.commands: queue.Queue = queue.Queue()
         self.builder: FrameBuilder | None = None
         self.lanes: list[Lane] = []
         self.trace = TraceRecorder()
+        self.stream = FrameStream()  # what viewers get: a snapshot, then deltas
+        self._snapshot_to: list[str] = []  # viewers (channel names) that asked for a snapshot
         self.step_delay = float(spec.get("step_delay", 0.08))
         self.paused_idle_s = float(spec.get("paused_idle_s", 600))
         self._step_once = False
         self._stop = False
         self._submitted = 0
-        self.latest: dict | None = None
         self.status, self.reason = "finished", ""  # how it ended
         self.started = False  # its engines are built and its loop goes round (the host reports starting → running)
         self.last_tick = time.monotonic()  # the loop came round (the heartbeat reports only a ticking loop)
@@ -175,17 +176,24 @@ class RunSession:
                 self.builder.message = ""
             except ValueError as exc:  # the engine's RequestError/SamplingError: say why, keep running
                 self.builder.message = str(exc)
-        else:  # "snapshot": the frame below goes out anyway
+        else:  # "snapshot": a viewer that missed a frame (scaled mode: it names its channel)
+            if cmd.get("reply_to"):
+                self._snapshot_to.append(str(cmd["reply_to"]))
             self.builder.touch()
             return False
         self.builder.touch()
         return True
 
     # --- the loop ------------------------------------------------------------------------------
-    def _emit(self, kind: str = "frame") -> None:
-        frame = self.builder.frame(kind)
-        self.latest = frame
-        self.publish(frame)
+    def _emit(self) -> None:
+        self.publish(self.stream.encode(self.builder.frame(), sent_at=time.time()))
+        for channel in self._snapshot_to:
+            self.publish(self.stream.snapshot(), to=channel)
+        self._snapshot_to.clear()
+
+    def snapshot_text(self) -> tuple[int, str] | None:
+        """(seq, the latest picture) for a viewer that just connected (any thread may ask)."""
+        return self.stream.snapshot_text()
 
     def _end_idle(self, reason: str) -> None:
         self._stop = True
@@ -200,7 +208,7 @@ class RunSession:
         script.sort(key=lambda entry: entry[0])
         tick, last_activity = 0, time.monotonic()
         deadline = last_activity + float(self.spec["max_run_s"]) if self.spec.get("max_run_s") else None
-        self._emit("snapshot")
+        self._emit()  # the first picture: a snapshot
         while not self._stop:
             now = self.last_tick = time.monotonic()
             if deadline is not None and now >= deadline:
@@ -322,9 +330,10 @@ class EmbeddedHost:
         session.command(cmd)
         return True
 
-    def latest(self, run_id: str) -> dict | None:
+    def latest_snapshot(self, run_id: str) -> tuple[int, str] | None:
+        """(seq, the run's latest picture as a snapshot message in JSON), or None."""
         session = self.sessions.get(run_id)
-        return session.latest if session else None
+        return session.snapshot_text() if session else None
 
     def is_alive(self, run_id: str) -> bool:
         return run_id in self.sessions

@@ -100,7 +100,7 @@ def _is_number(value) -> bool:
 def validate(content: dict) -> Message:
     """The command a parsed message asks for, every field checked, or Invalid."""
     kind = content.get("type")
-    if kind == "ping" or kind in CONTROLS:
+    if kind in ("ping", "snapshot") or kind in CONTROLS:  # snapshot: a viewer that missed a frame
         return Message(kind)
     if kind == "speed":
         value = content.get("value")

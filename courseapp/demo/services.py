@@ -166,7 +166,7 @@ def _launch(run: DemoRun) -> None:
     embedded.start(
         run_id,
         run.spec,
-        publish=lambda frame: events.publish(run_id, frame),
+        publish=lambda message, to=None: events.publish(run_id, message, to=to),
         on_begin=lambda: run_begin(run_id=run_id, host="embedded"),
         on_finish=lambda end: run_finish(run_id=run_id, **end),
     )

@@ -58,7 +58,7 @@ def run_demo(self, run_id: str) -> str:
         logger.info("demo run %s dropped on %s: it is %s", run_id, host, status or "gone")
         return "dropped"
     run = DemoRun.objects.get(pk=run_id)
-    session = RunSession(run_id, run.spec, publish=lambda frame: events.publish(run_id, frame))
+    session = RunSession(run_id, run.spec, publish=lambda message, to=None: events.publish(run_id, message, to=to))
     worker.serving(run_id, session)
     stop = threading.Event()
     threading.Thread(target=_poll_commands, args=(run_id, session, stop), daemon=True).start()

@@ -1,12 +1,19 @@
-"""A run's frames for replay, stored compactly: the first picture in full, then one delta per
-step (only what changed), as gzip-compressed JSON. Pure data, no Django.
+"""A run's frames as deltas: what viewers receive live and what replay reads from storage. Pure
+data, no Django.
+
+A viewer gets one full picture (a snapshot) when it connects, then one delta per frame: only what
+changed since the frame before (issue #14: a frame of the preemption scene is ~25 KB, its delta
+~3 KB). A stored trace is the same encoding: the first picture in full, then one delta per step,
+as gzip-compressed JSON.
 
 A delta is a small JSON array:
   [0, value]                 replace with value
   [1, {key: delta}, [keys]]  dict: change these keys, delete those
   [2, length, {index: delta}] list: resize to length, change these items
   [3, suffix]                string: append (timelines grow one character a step)
-static/js/demo.js applies the same deltas when it replays a run.
+  [4, dropped, suffix]       string: drop that many characters from the front, append (a timeline
+                             past its kept length)
+static/js/demo.js applies the same deltas, live and in replay.
 """
 import gzip
 import json
@@ -27,9 +34,22 @@ def diff(old, new):
         if len(changed) > len(new) // 2 + 1:  # mostly new (e.g. block ids shifted): whole list is shorter
             return [0, new]
         return [2, len(new), changed]
-    if isinstance(old, str) and isinstance(new, str) and new.startswith(old):
-        return [3, new[len(old):]]
+    if isinstance(old, str) and isinstance(new, str):
+        if new.startswith(old):
+            return [3, new[len(old):]]
+        dropped = _shifted(old, new)
+        if dropped:
+            return [4, dropped, new[len(old) - dropped:]]
     return [0, new]
+
+
+def _shifted(old: str, new: str) -> int:
+    """How many characters dropped from old's front make it a prefix of new (0: none does). The
+    few likely shifts are tried, a timeline's one to a few steps."""
+    for dropped in range(1, min(len(old) - 1, 64) + 1):
+        if new.startswith(old[dropped:]):
+            return dropped
+    return 0
 
 
 def patch(value, delta):
@@ -53,12 +73,89 @@ def patch(value, delta):
         return value
     if kind == 3:
         return value + delta[1]
+    if kind == 4:
+        return value[delta[1]:] + delta[2]
     raise ValueError(f"unknown delta kind {kind!r}")
 
 
 def _snapshot(value):
     """A deep, JSON-shaped copy: frames share live, mutable state with the engine's lane."""
     return json.loads(json.dumps(value, ensure_ascii=False))
+
+
+class FrameStream:
+    """The engine side of a run's live frames: encode() turns each frame into the message that
+    goes to every viewer — the first a snapshot, then deltas, numbered by `seq` so that a viewer
+    that missed one notices and asks for a snapshot (snapshot_text()). Encoded once per frame,
+    whatever the number of viewers. The state kept is a JSON-shaped copy, never patched: a
+    snapshot may be read from another thread while the next frame is encoded."""
+
+    def __init__(self):
+        self.seq = 0
+        self.state: dict | None = None
+        self._text: tuple[int, str] | None = None
+
+    def encode(self, frame: dict, sent_at: float) -> dict:
+        body = _snapshot(frame)
+        self.seq += 1
+        if self.state is None:
+            message = {**body, "type": "snapshot", "seq": self.seq, "sent_at": sent_at}
+        else:
+            message = {"type": "delta", "seq": self.seq, "sent_at": sent_at, "d": diff(self.state, body)}
+        self.state = body
+        return message
+
+    def snapshot(self) -> dict | None:
+        state, seq = self.state, self.seq
+        return None if state is None else {**state, "type": "snapshot", "seq": seq}
+
+    def snapshot_text(self) -> tuple[int, str] | None:
+        """(seq, the latest picture as JSON text), made at most once per frame however many ask."""
+        cached, state, seq = self._text, self.state, self.seq
+        if state is None:
+            return None
+        if cached is None or cached[0] != seq:
+            cached = self._text = (seq, encode_text({**state, "type": "snapshot", "seq": seq}))
+        return cached
+
+
+class FrameMirror:
+    """A viewer's side: applies a run's messages in order and holds the latest full picture (the
+    web process keeps one per run of its engine process, to answer a new viewer at once). A
+    delta that does not follow the last seq is refused until the next snapshot."""
+
+    def __init__(self):
+        self.seq = 0
+        self.state: dict | None = None
+        self._text: tuple[int, str] | None = None
+
+    def apply(self, message: dict) -> bool:
+        """True if the message was applied; False for a gap (the mirror waits for a snapshot)."""
+        if message.get("type") == "snapshot":
+            self.state = {k: v for k, v in message.items() if k not in ("type", "seq", "sent_at")}
+            self.seq = message["seq"]
+            return True
+        if message.get("type") != "delta":
+            return False
+        if self.state is None or message["seq"] != self.seq + 1:
+            self.state = None  # broken: only a snapshot repairs it
+            return False
+        self.state = patch(self.state, message["d"])
+        self.seq = message["seq"]
+        return True
+
+    def snapshot_text(self) -> tuple[int, str] | None:
+        """(seq, snapshot JSON). Call it from the thread that applies (or under its lock):
+        patching changes the state in place."""
+        if self.state is None:
+            return None
+        if self._text is None or self._text[0] != self.seq:
+            self._text = (self.seq, encode_text({**self.state, "type": "snapshot", "seq": self.seq}))
+        return self._text
+
+
+def encode_text(message: dict) -> str:
+    return json.dumps(message, ensure_ascii=False, separators=(",", ":"))
 
 
 class TraceRecorder:

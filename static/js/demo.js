@@ -172,6 +172,7 @@
   const $ = (sel) => root.querySelector(sel);
   const statusEl = $("[data-status]"), liveEl = $("[data-live]"), messageEl = $("[data-message]"), lanesEl = $("[data-lanes]");
   const canControl = root.dataset.canControl === "true";
+  let live = null; // the run's picture as the deltas built it (drawn as `current`)
   let pending = null, current = null, lastSeq = -1, tableView = false, lastLive = 0, socket = null, retry = 0;
   let replay = null, endSummary = null;
 
@@ -569,11 +570,18 @@
     socket.onopen = () => { retry = 0; while (outbox.length) socket.send(JSON.stringify(outbox.shift())); };
     socket.onmessage = (msg) => {
       const data = JSON.parse(msg.data);
-      if (data.type === "frame" || data.type === "snapshot") {
-        if (replay) return;
-        if (data.type === "frame" && data.seq <= lastSeq && data.seq !== 0) return; // stale
+      if (data.type === "snapshot") { // the whole picture: on connect, and after a gap
+        live = data;
         lastSeq = data.seq;
-        schedule(data);
+        if (!replay) schedule(live);
+      } else if (data.type === "delta") { // only what changed since frame seq − 1
+        if (!live || data.seq !== lastSeq + 1) {
+          if (!live || data.seq > lastSeq) askSnapshot(); // a frame went missing: the picture would drift
+          return;
+        }
+        live = patch(live, data.d);
+        live.seq = lastSeq = data.seq;
+        if (!replay) schedule(live);
       } else if (data.type === "error") {
         messageEl.textContent = data.message;
         if (data.status === "failed") endWith({ status: "failed", message: data.message });
@@ -597,6 +605,11 @@
     if (current) current = { ...current, status: run.status, reason: run.reason };
     disableControls(true);
     $("[data-action=replay]").disabled = false;
+  }
+  function askSnapshot() { // at most once a second; the server answers with the latest picture
+    if (Date.now() - (askSnapshot.at || 0) < 1000) return;
+    askSnapshot.at = Date.now();
+    send({ type: "snapshot" });
   }
   const outbox = []; // what the learner sent before the socket was open goes out once it is
   const send = (obj) => {
@@ -629,7 +642,7 @@
   });
 
   // --- replay of a finished run from its recorded trace ---------------------------------------
-  // The trace is the first picture and one delta per step (courseapp/demo/traces.py):
+  // Live frames after the first and a stored trace's steps are deltas (courseapp/demo/traces.py):
   // [0, value] replace · [1, {key: delta}, [deleted keys]] · [2, length, {index: delta}] · [3, suffix]
   function patch(value, delta) {
     if (!delta) return value;
@@ -638,6 +651,7 @@
     if (kind === 1) { b.forEach((k) => delete value[k]); for (const [k, d] of Object.entries(a)) value[k] = patch(value[k], d); return value; }
     if (kind === 2) { value.length = a; for (const [i, d] of Object.entries(b)) value[Number(i)] = patch(value[Number(i)], d); return value; }
     if (kind === 3) return value + a;
+    if (kind === 4) return value.slice(a) + b;
     return value;
   }
 

@@ -33,7 +33,9 @@ def test_web_load_serves_every_kind_of_request_without_errors():
 
 def test_demo_latency_measures_one_viewer_beside_several():
     out = _run("bench.demo_latency", "--viewers", "2", "--step-delay", "0.001", "--preset", "concurrency")
-    rows = re.findall(r"^\s+([12])\s+([1-9]\d*)\s+\d+\.\d+\s+\d+\.\d+\s+\d+\.\d+\s+\d+\.\d+$", out, re.M)
+    number = r"\s+\d+\.\d+"
+    rows = re.findall(rf"^\s+([12])\s+([1-9]\d*){number * 6}\s+\d+ finished$", out, re.M)
     assert [viewers for viewers, _ in rows] == ["1", "2"], out
     assert int(rows[1][1]) > int(rows[0][1])  # two viewers receive about twice the frames
     assert re.search(r"with 2 viewers ÷ with 1: \d+\.\d+$", out, re.M), out
+    assert re.search(r"^target ≤ 10 KB a frame after the snapshot: \d+\.\d+ KB (PASS|FAIL)$", out, re.M), out

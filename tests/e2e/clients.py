@@ -1,7 +1,10 @@
 """A learner's browser for tests that drive a real server over HTTP: its own cookies (session,
-CSRF token), and the requests the pages and demo.js send."""
+CSRF token), and the requests the pages and demo.js send; and a demo run's socket read as
+demo.js reads it (watch)."""
+import asyncio
 import http.cookiejar
 import json
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -41,3 +44,39 @@ class Browser:
             return status, json.loads(body)
         except ValueError:
             return status, {}
+
+
+ENDED = ("finished", "failed", "expired", "stopped")
+
+
+def ended(message: dict) -> bool:
+    return message.get("status") in ENDED
+
+
+async def watch(ws_url: str, until=ended, timeout: float = 300, send=None, cookie: str = "", origin: str = ""):
+    """Read a demo run's socket until `until(message)` is true and return that message. Frames
+    come whole, as the page draws them: the snapshot, then each delta applied to it (a delta
+    before the first snapshot waits for it, as in scaled mode where the worker sends it)."""
+    import websockets
+
+    from courseapp.demo.traces import FrameMirror
+
+    origin = origin or ws_url.replace("ws://", "http://").split("/ws/")[0]
+    headers = {"Cookie": cookie} if cookie else None
+    async with websockets.connect(ws_url, origin=origin, additional_headers=headers, max_size=None) as sock:
+        if send:
+            await sock.send(json.dumps(send))
+        deadline, mirror = time.monotonic() + timeout, FrameMirror()
+        while time.monotonic() < deadline:
+            message = json.loads(await asyncio.wait_for(sock.recv(), timeout=deadline - time.monotonic()))
+            if message.get("type") in ("snapshot", "delta"):
+                if not mirror.apply(message):
+                    continue
+                message = {**mirror.state, "type": message["type"], "seq": message["seq"]}
+            if until(message):
+                return message
+    raise TimeoutError("the expected frame never came")
+
+
+def run_socket(url: str, run_id: str) -> str:
+    return url.replace("http://", "ws://") + f"/ws/demo/runs/{run_id}/"

@@ -1,16 +1,15 @@
 """One Daphne process, the real engine: the five scenes back to back, then three at once; and
 twenty learners starting scenes in the same instant. The process must live through it all."""
 import asyncio
-import json
 import threading
 import time
 
 import pytest
-import websockets
 
 from courseapp.demo import presets
 from courseapp.demo.models import DemoRun
 from tests.aio import run_in_fresh_loop
+from tests.e2e import clients
 from tests.e2e.clients import Browser
 from tests.e2e.conftest import start_daphne, stop_process
 
@@ -19,13 +18,7 @@ pytestmark = pytest.mark.e2e
 
 async def watch_to_the_end(url: str, run_id: str, timeout: float = 300) -> dict:
     """Read the run's frames until it ends; the last one."""
-    async with websockets.connect(url.replace("http://", "ws://") + f"/ws/demo/runs/{run_id}/", origin=url,
-                                  max_size=None) as sock:
-        deadline = time.monotonic() + timeout
-        while True:
-            message = json.loads(await asyncio.wait_for(sock.recv(), timeout=deadline - time.monotonic()))
-            if message.get("status") in ("finished", "failed", "expired", "stopped"):
-                return message
+    return await clients.watch(clients.run_socket(url, run_id), timeout=timeout)
 
 
 # `make run` hosts the engine in a child process; DEMO_ENGINE_PROCESS=0 keeps it in threads of Daphne.

@@ -3,8 +3,6 @@ database made by its `createdb` line, the web process with the prod settings beh
 HTTPS proxy, one worker from its command line; a learner starts a scene and it finishes on that
 worker. The test supplies only the values: the variables' values, a database name of its own
 and a free port."""
-import asyncio
-import json
 import os
 import re
 import secrets
@@ -17,9 +15,9 @@ from pathlib import Path
 
 import pytest
 import redis
-import websockets
 
 from tests.aio import run_in_fresh_loop
+from tests.e2e import clients
 from tests.e2e.conftest import free_port, wait_for_port
 
 pytestmark = pytest.mark.e2e
@@ -35,12 +33,7 @@ def readme_block() -> list[str]:
 
 async def watch_to_the_end(ws_url: str, timeout: float = 300) -> dict:
     """Watch the run as its page does (a run nobody watches ends after a minute)."""
-    async with websockets.connect(ws_url, origin="https://127.0.0.1", max_size=None) as sock:
-        deadline = time.monotonic() + timeout
-        while True:
-            message = json.loads(await asyncio.wait_for(sock.recv(), timeout=deadline - time.monotonic()))
-            if message.get("status") in ("finished", "failed", "expired", "stopped"):
-                return message
+    return await clients.watch(ws_url, timeout=timeout, origin="https://127.0.0.1")
 
 
 def _postgres_up() -> bool:

@@ -1,7 +1,5 @@
 """Scaled mode end to end and under faults: real Redis, real `celery worker` processes on the
 engine queue, Daphne, websocket clients (issue #8)."""
-import asyncio
-import json
 import os
 import signal
 import subprocess
@@ -12,11 +10,11 @@ from pathlib import Path
 
 import pytest
 import redis
-import websockets
 from django.utils import timezone
 
 from courseapp.demo.models import DemoRun
 from tests.aio import run_in_fresh_loop
+from tests.e2e import clients
 from tests.e2e.clients import Browser
 from tests.e2e.conftest import free_port, server_database_url, start_daphne, stop_process, wait_until
 
@@ -83,27 +81,16 @@ def status_of(run_id: str) -> tuple[str, str]:
 
 
 async def watch(url: str, run_id: str, until, timeout: float, send=None, cookie: str = ""):
-    """Read frames from the run's socket until `until(message)` is true. `cookie`: the session of
-    whoever started the run (only its owner may send prompts into it)."""
-    ws_url = url.replace("http://", "ws://") + f"/ws/demo/runs/{run_id}/"
-    headers = {"Cookie": cookie} if cookie else None
-    async with websockets.connect(ws_url, origin=url, additional_headers=headers, max_size=None) as sock:
-        if send:
-            await sock.send(json.dumps(send))
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            message = json.loads(await asyncio.wait_for(sock.recv(), timeout=deadline - time.monotonic()))
-            if until(message):
-                return message
-    raise TimeoutError("the expected frame never came")
+    """The run's socket until `until(message)`; `cookie`: the session of whoever started the run
+    (only its owner may send prompts into it)."""
+    return await clients.watch(clients.run_socket(url, run_id), until, timeout, send=send, cookie=cookie)
 
 
 def owned_blocks(message):
     return [b for lane in message.get("lanes", []) for b in lane["blocks"] if b[4]]
 
 
-def ended(message) -> bool:
-    return message.get("status") in ("finished", "failed", "expired", "stopped")
+ended = clients.ended
 
 
 def test_a_fresh_worker_serves_its_first_run_streams_blocks_and_its_death_is_reported(web, workers):
@@ -220,6 +207,47 @@ def test_two_workers_share_the_runs_and_the_page_names_each_runs_host(web, worke
     for owner, run_id in zip(owners, runs):
         page = owner.get(f"/demo/runs/{run_id}/summary/")[1]
         assert DemoRun.objects.get(pk=run_id).host in page
+
+
+def test_a_class_run_reaches_a_hall_split_over_two_daphnes_on_one_redis(web, workers):
+    """A lecture hall (issue #14): the instructor opens a class run on one web process, viewers
+    watch it through two, and everyone's picture — built from one snapshot and the deltas that
+    crossed Redis — shows the same answer. A viewer on the second process that asks for a
+    snapshot gets it from the worker, through Redis, on its own socket."""
+    import asyncio
+
+    from courseapp.instructor.services import instructor_make
+
+    workers.start("hall", concurrency=2)
+    other, other_url, other_log = start_daphne({"REDIS_URL": REDIS_URL, "DEMO_MAX_RUNS_PER_ADDRESS": "10"})
+    try:
+        instructor_make(username="prof", password="a-long-passphrase-1")
+        teacher = Browser(web)
+        teacher.get("/accounts/login/")
+        assert teacher.post("/accounts/login/", {"username": "prof", "password": "a-long-passphrase-1"})[0] == 200
+        assert teacher.post("/demo/class/")[0] == 200  # redirected to the run's page
+        run_id = str(DemoRun.objects.get(is_class=True).pk)
+        wait_until(lambda: status_of(run_id)[0] == "running", 60, "the class run to start on the worker")
+
+        def answered(message):
+            requests = [r for lane in message.get("lanes", []) for r in lane["requests"]]
+            return bool(requests) and requests[0]["status"] == "finished"
+
+        async def hall():
+            viewers = [clients.watch(clients.run_socket(url, run_id), answered, timeout=120,
+                                     send={"type": "snapshot"} if url == other_url else None)
+                       for url in (web, other_url, web, other_url)]
+            prompt = clients.watch(clients.run_socket(web, run_id), answered, timeout=120, cookie=teacher.cookie_header(),
+                                   send={"type": "submit", "prompt": "배송이 언제 오나요?", "max_tokens": 16})
+            return await asyncio.gather(prompt, *viewers)
+
+        pictures = run_in_fresh_loop(hall, timeout=180)
+        answers = {p["lanes"][0]["requests"][0]["text"] for p in pictures}
+        assert len(answers) == 1 and answers != {""}, "every viewer, on either process, saw the same answer"
+        assert DemoRun.objects.get(pk=run_id).host.startswith("hall@")
+    finally:
+        stop_process(other)
+        other_log.close()
 
 
 def test_a_worker_without_a_broker_a_database_or_its_flags_refuses_to_start(transactional_db):

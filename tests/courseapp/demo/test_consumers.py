@@ -15,6 +15,7 @@ from courseapp.demo import services, traces
 from courseapp.demo.models import DemoRun
 from courseapp.learners.models import Learner
 from tests.aio import run_in_fresh_loop
+from tests.courseapp.demo.watcher import Watcher
 
 ORIGIN = (b"origin", b"http://127.0.0.1")
 
@@ -73,27 +74,30 @@ def open_run(**fields):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_snapshot_first_then_frames_in_order_until_the_end():
+def test_snapshot_first_then_deltas_in_order_until_the_end():
     run = services.run_start(owner=None, spec=services.run_spec(preset="preemption")).run
 
     async def scenario():
         comm = ws(run.pk)
         assert (await comm.connect())[0]
-        frames = []
+        frames, watcher = [], Watcher()
         for _ in range(2000):
             message = json.loads(await comm.receive_from(timeout=60))
             frames.append(message)
-            if message.get("type") in ("frame", "snapshot") and message["status"] == "finished":
-                break
+            if message.get("type") in ("delta", "snapshot"):
+                assert watcher.mirror.apply(message), "a delta out of order"
+                if watcher.mirror.state["status"] == "finished":
+                    break
         await comm.disconnect()
-        return frames
+        return frames, watcher.mirror.state
 
-    frames = run_in_fresh_loop(scenario)
-    assert frames[0]["type"] == "snapshot"
-    seqs = [f["seq"] for f in frames if f["type"] == "frame"]
-    assert seqs == sorted(seqs) and len(seqs) == len(set(seqs))
-    lane = frames[-1]["lanes"][0]
-    assert frames[-1]["status"] == "finished"
+    messages, final = run_in_fresh_loop(scenario)
+    frames = [m for m in messages if m["type"] in ("snapshot", "delta")]  # a status may come first: not started yet
+    assert frames[0]["type"] == "snapshot" and all(f["type"] == "delta" for f in frames[1:])
+    seqs = [f["seq"] for f in frames]
+    assert seqs == list(range(seqs[0], seqs[0] + len(seqs))), "every frame after the snapshot, in order"
+    lane = final["lanes"][0]
+    assert final["status"] == "finished"
     assert lane["stats"]["preemptions"] > 0
     assert any("X" in codes for codes in lane["timeline"].values())
     for _ in range(100):  # the final frame goes out just before the run's row is updated
@@ -103,6 +107,68 @@ def test_snapshot_first_then_frames_in_order_until_the_end():
         time.sleep(0.05)
     assert run.status == "finished"
     assert traces.last_frame(run.trace_packed)["lanes"][0]["stats"] == lane["stats"]
+
+
+def watch_to_the_end(run_id, *, lose=None):
+    """Watch a run as the page does; `lose` = the seq of a delta to drop as if the network lost
+    it. On a gap the viewer asks for a snapshot (static/js/demo.js). Returns the messages and the
+    picture it ended with."""
+
+    async def scenario():
+        comm = ws(run_id)
+        assert (await comm.connect())[0]
+        mirror, messages = traces.FrameMirror(), []
+        for _ in range(4000):
+            message = json.loads(await comm.receive_from(timeout=60))
+            if message.get("type") not in ("delta", "snapshot"):
+                continue
+            messages.append(message)
+            if message["seq"] == lose:
+                continue
+            if not mirror.apply(message) and message["type"] == "delta":
+                if mirror.seq and message["seq"] > mirror.seq:
+                    await comm.send_json_to({"type": "snapshot"})
+                    mirror.seq = 0  # asked once; wait for the snapshot
+                continue
+            if mirror.state and mirror.state["status"] == "finished":
+                break
+        await comm.disconnect()
+        return messages, mirror.state
+
+    return run_in_fresh_loop(scenario)
+
+
+def final_picture(run):
+    for _ in range(100):  # the final frame goes out just before the run's row is updated
+        run.refresh_from_db()
+        if run.status != "running":
+            break
+        time.sleep(0.05)
+    return traces.last_frame(run.trace_packed)["lanes"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_viewer_that_misses_a_delta_asks_for_a_snapshot_and_ends_on_the_runs_picture():
+    run = services.run_start(owner=None, spec=services.run_spec(preset="preemption")).run
+    messages, final = watch_to_the_end(run.pk, lose=5)
+    kinds = [(m["type"], m["seq"]) for m in messages]
+    assert kinds[0][0] == "snapshot" and ("delta", 5) in kinds
+    recovered = [seq for kind, seq in kinds[1:] if kind == "snapshot"]
+    assert recovered and recovered[0] > 5, "the server answered the gap with a snapshot"
+    assert final["status"] == "finished" and final["lanes"] == final_picture(run)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_socket_that_falls_behind_skips_stale_deltas_for_the_latest_picture(monkeypatch):
+    from courseapp.demo import consumers
+
+    monkeypatch.setattr(consumers, "BEHIND_AFTER_S", -1.0)  # every delta counts as late
+    run = services.run_start(owner=None, spec=services.run_spec(preset="preemption")).run
+    messages, final = watch_to_the_end(run.pk)
+    assert {m["type"] for m in messages} == {"snapshot"}, "no stale delta was sent"
+    seqs = [m["seq"] for m in messages]
+    assert seqs == sorted(set(seqs))
+    assert final["status"] == "finished" and final["lanes"] == final_picture(run)
 
 
 MALFORMED = [

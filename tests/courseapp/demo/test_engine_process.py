@@ -9,16 +9,21 @@ import pytest
 
 from courseapp.demo import services
 from courseapp.demo.engine_process import ProcessHost
+from tests.courseapp.demo.watcher import Watcher
 
 
 class Recorder:
     def __init__(self):
-        self.frames, self.ends = [], []
+        self.watcher, self.ends = Watcher(), []
         self.first_frame, self.ended = threading.Event(), threading.Event()
 
-    def publish(self, frame):
-        self.frames.append(frame)
+    def publish(self, message, to=None):
+        self.watcher(message)
         self.first_frame.set()
+
+    @property
+    def frames(self):
+        return self.watcher.frames
 
     def finish(self, end):
         self.ends.append(end)
@@ -53,7 +58,7 @@ def test_when_the_engine_process_dies_its_runs_fail_with_the_reason_and_the_next
     run_id = "00000000-0000-0000-0000-000000000002"
     rec = _start(host, run_id, services.run_spec(preset="preemption", paused=True))
     assert rec.first_frame.wait(180)
-    assert host.is_alive(run_id) and host.latest(run_id) is not None
+    assert host.is_alive(run_id) and host.latest_snapshot(run_id) is not None
     dead = host._proc
     os.kill(dead.pid, signal.SIGKILL)  # what a native abort inside torch would look like
     assert rec.ended.wait(30)

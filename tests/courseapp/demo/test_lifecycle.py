@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from courseapp.demo import limits, services
 from courseapp.demo.models import DemoRun
+from tests.courseapp.demo.watcher import Watcher
 
 
 def ago(seconds):
@@ -193,8 +194,8 @@ def test_a_run_ended_from_outside_ends_its_frames_with_the_same_status_and_reaso
     from courseapp.demo.host import RunSession
 
     spec = services.run_spec(preset="reservation", paused=True)
-    published = []
-    session = RunSession("outside-end", spec, publish=published.append)
+    watcher = Watcher()
+    session = RunSession("outside-end", spec, publish=watcher)
     assert session.is_ticking() and not session.has_started()  # building: alive, not yet running
     thread = threading.Thread(target=session.run)
     thread.start()
@@ -204,7 +205,7 @@ def test_a_run_ended_from_outside_ends_its_frames_with_the_same_status_and_reaso
         time.sleep(0.05)
     session.command({"type": "stop", "reason": "worker_lost", "status": "failed", "message": "its engine worker was lost"})
     thread.join(30)
-    last = published[-1]
+    last = watcher.frames[-1]
     assert (last["status"], last["reason"], last["message"]) == ("failed", "worker_lost", "its engine worker was lost")
 
 
@@ -214,9 +215,9 @@ def test_a_run_ends_itself_at_its_lifetime_whoever_hosts_it():
     from courseapp.demo.host import RunSession
 
     spec = {**services.run_spec(preset="reservation", paused=True), "max_run_s": 0.5}
-    published = []
-    thread = threading.Thread(target=RunSession("lifetime", spec, publish=published.append).run, daemon=True)
+    watcher = Watcher()
+    thread = threading.Thread(target=RunSession("lifetime", spec, publish=watcher).run, daemon=True)
     thread.start()
     thread.join(120)  # a hang guard, not a timing: a paused run without its limit never ends
     assert not thread.is_alive(), "the paused run outlived its lifetime"
-    assert (published[-1]["status"], published[-1]["reason"]) == ("expired", "lifetime")
+    assert (watcher.frames[-1]["status"], watcher.frames[-1]["reason"]) == ("expired", "lifetime")

@@ -5,10 +5,12 @@ import re
 
 import pytest
 
-from courseapp.demo import presets, services
+from courseapp.demo import frames, presets, services, traces
 from courseapp.demo.host import RunSession
+from tests.courseapp.demo.watcher import Watcher
 
-_runs: dict[str, list[dict]] = {}
+_runs: dict[str, Watcher] = {}
+_sessions: dict[str, RunSession] = {}
 _engine_logs: dict[str, list[str]] = {}  # what the engine logged during each preset's run
 
 
@@ -22,22 +24,33 @@ class _Collect(logging.Handler):
 
 
 def frames_of(name: str) -> list[dict]:
-    """Every frame a preset's run published (each preset runs once per test session)."""
+    """Every frame a preset's run published (each preset runs once per test session), as a viewer
+    applying the deltas drew it. No step delay and no frame coalescing: every step is a frame."""
+    if name not in _runs:
+        run(name)
+    return _runs[name].frames
+
+
+def run(name: str) -> tuple[Watcher, RunSession]:
     if name not in _runs:
         spec = services.run_spec(preset=name)
         spec["step_delay"] = 0
-        published: list[dict] = []
+        session = RunSession(f"scene-{name}", spec, publish=None)
+        watcher = session.publish = Watcher(session_of=lambda: session)
         engine_logger = logging.getLogger("engine")
         handler, level = _Collect(_engine_logs.setdefault(name, [])), engine_logger.level
         engine_logger.addHandler(handler)
         engine_logger.setLevel(logging.DEBUG)
+        fps = frames.MAX_FPS
+        frames.MAX_FPS = float("inf")  # every step due
         try:
-            RunSession(f"scene-{name}", spec, publish=published.append).run()
+            session.run()
         finally:
+            frames.MAX_FPS = fps
             engine_logger.removeHandler(handler)
             engine_logger.setLevel(level)
-        _runs[name] = published
-    return _runs[name]
+        _runs[name], _sessions[name] = watcher, session
+    return _runs[name], _sessions[name]
 
 
 def lanes(name: str) -> dict[str, dict]:
@@ -46,6 +59,32 @@ def lanes(name: str) -> dict[str, dict]:
 
 def summary(name: str) -> dict[str, dict]:
     return {lane["name"]: lane for lane in frames_of(name)[-1]["summary"]}
+
+
+@pytest.mark.parametrize("name", list(presets.PRESETS))
+def test_a_viewer_applying_deltas_has_at_every_step_exactly_the_picture_a_fresh_snapshot_shows(name):
+    watcher, session = run(name)
+    assert watcher.messages[0]["type"] == "snapshot"
+    assert all(m["type"] == "delta" for m in watcher.messages[1:]), "after the first picture, only deltas"
+    assert [m["seq"] for m in watcher.messages] == list(range(1, len(watcher.messages) + 1))
+    assert len(watcher.messages) > session.builder.lanes[0].step  # a frame for every step
+    assert watcher.mismatches == [], f"the picture drifted from the snapshot at frames {watcher.mismatches[:5]}"
+    assert watcher.frames[-1] == {**session.stream.snapshot(), "type": "delta"}
+
+
+@pytest.mark.parametrize("name", list(presets.PRESETS))
+def test_deltas_are_small_and_the_replay_of_the_stored_trace_shows_what_the_viewers_saw(name):
+    watcher, session = run(name)
+    sizes = [len(traces.encode_text(m).encode()) for m in watcher.messages]
+    assert sum(sizes[1:]) / len(sizes[1:]) <= 10 * 1024, "a delta is a few KB, not the picture again"
+    assert sum(sizes[1:]) / len(sizes[1:]) < sizes[0] / 3
+    live = [f["lanes"] for f in watcher.frames]
+    stored = [f["lanes"] for f in traces.frames(session.trace.packed())]
+    # Each stored step is a picture some viewer saw, in the same order, and replay ends on the last one.
+    at = 0
+    for picture in stored:
+        at = live.index(picture, at)
+    assert stored[-1] == live[-1]
 
 
 @pytest.mark.parametrize("name", list(presets.PRESETS))

@@ -1,10 +1,10 @@
 """Traces: deltas that rebuild every frame exactly, and every preset's run stored in ≤ 1 MB."""
-import json
 
 import pytest
 
 from courseapp.demo import presets, services, traces
 from courseapp.demo.host import RunSession
+from tests.courseapp.demo.watcher import Watcher
 
 MB = 1024 * 1024
 
@@ -40,12 +40,12 @@ def test_frames_are_copied_when_recorded_not_shared_with_the_live_state():
 def test_every_preset_run_is_stored_in_at_most_a_megabyte(name, settings):
     spec = services.run_spec(preset=name)
     spec["step_delay"] = 0
-    published = []
-    session = RunSession(f"trace-{name}", spec, publish=published.append)
+    watcher = Watcher()
+    session = RunSession(f"trace-{name}", spec, publish=watcher)
     session.run()
     packed = session.trace.packed()
     assert len(packed) <= MB
     stored = traces.frames(packed)
     assert len(stored) == len(session.trace) > 10
-    final = json.loads(json.dumps(published[-1]["lanes"], ensure_ascii=False))
+    final = watcher.frames[-1]["lanes"]
     assert stored[-1]["lanes"] == final  # the replay ends on the picture the run ended on

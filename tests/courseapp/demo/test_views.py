@@ -12,6 +12,7 @@ from django.utils import timezone, translation
 from courseapp.demo import presets, services, traces
 from courseapp.demo.models import JOIN_ALPHABET, DemoRun
 from courseapp.learners.models import Learner
+from tests.courseapp.demo.watcher import Watcher
 
 JSON = {"HTTP_ACCEPT": "application/json"}
 
@@ -136,7 +137,11 @@ def frames(monkeypatch):
     from courseapp.demo import events
 
     sent, real = {}, events.publish
-    monkeypatch.setattr(events, "publish", lambda run_id, frame: sent.setdefault(run_id, []).append(frame) or real(run_id, frame))
+    def tap(run_id, message, to=None):
+        sent.setdefault(run_id, Watcher())(message)
+        real(run_id, message, to=to)
+
+    monkeypatch.setattr(events, "publish", tap)
     return sent
 
 
@@ -162,7 +167,7 @@ def test_a_second_scene_stops_the_first_and_both_pages_say_so(client, frames):
         assert not first_thread.is_alive(), "the first run's session ended on the stop"
         first.refresh_from_db()
         assert first.status == "stopped" and first.end_reason == "replaced" and first.replaced_by == second
-        last = frames[str(first.pk)][-1]
+        last = frames[str(first.pk)].frames[-1]
         assert (last["status"], last["reason"]) == ("stopped", "replaced"), "the session's last frame says why"
         assert embedded.is_alive(str(second.pk))
         assert response.json()["replaced"] == [presets.PRESETS["preemption"]["title"]]
