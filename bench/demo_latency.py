@@ -179,6 +179,11 @@ def main(argv=None):
             asyncio.run(watch(urls, args.preset, 1))  # warm-up: starts the engine, loads the model
             one = asyncio.run(watch(urls, args.preset, 1))
             many = asyncio.run(watch(urls, args.preset, args.viewers))
+        except BaseException:
+            for log in sorted(Path(tmp).glob("*.log")):  # what the servers said (not their access lines)
+                said = [line for line in log.read_text(errors="replace").splitlines() if not line.startswith("127.0.0.1:")]
+                print(f"--- {log.name}, the end:\n" + "\n".join(said[-60:]), file=sys.stderr)
+            raise
         finally:
             stop()
     mode = "scaled: channels-redis, 2 Daphne processes, 1 engine worker" if args.scaled else \

@@ -8,6 +8,7 @@ import asyncio
 import logging
 import time
 
+from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.utils.translation import gettext as _
@@ -17,7 +18,7 @@ from courseapp.demo import events, inbound, keeper, selectors, services
 logger = logging.getLogger("courseapp.demo")
 WATCH_EVERY_S = 2.0
 BEHIND_AFTER_S = 0.5  # a delta older than this when its turn comes is skipped
-SNAPSHOTS_EVERY_S = 1.0  # at most one snapshot asked for per socket in this time
+SNAPSHOTS_EVERY_S = 1.0  # a worker's stored snapshot is read at most this often per socket
 MARK_WATCHED_EVERY_S = 10.0  # services.WATCHING_WITHIN allows for two of these to go missing
 
 
@@ -37,7 +38,8 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         self.ended_sent = False
         self.seq = 0  # the last frame message this socket sent
         self.behind = False  # skipped deltas: the next frame goes as a snapshot
-        self.snapshot_asked = 0.0
+        self.snapshot_read = 0.0  # when this socket last read a worker's stored snapshot
+        self.retry: asyncio.Task | None = None  # reads it again once the second is over
         # The session and the learner load from the database: not on the event loop.
         self.viewer = await database_sync_to_async(selectors.viewer_for)(run, user=self.scope.get("user"), session=self.scope.get("session"))
         await self._mark_watched()
@@ -49,6 +51,8 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
             await self.channel_layer.group_discard(self.group, self.channel_name)
         if hasattr(self, "watchdog"):
             self.watchdog.cancel()
+        if getattr(self, "retry", None) is not None:
+            self.retry.cancel()
 
     # --- out ---------------------------------------------------------------------------------
     async def run_frame(self, event):
@@ -60,7 +64,8 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
             late = time.time() - event.get("sent_at", 0) > BEHIND_AFTER_S
             if self.behind or late or seq != self.seq + 1:  # this delta would not build the right picture
                 self.behind = True
-                if not await self._catch_up() or seq <= self.seq:
+                await self._catch_up()
+                if self.behind or seq != self.seq + 1:
                     return
         elif kind == "snapshot":
             self.behind = False
@@ -68,27 +73,42 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         if kind in ("snapshot", "delta"):
             self.seq = seq
 
-    async def _catch_up(self) -> bool:
-        """Send the latest picture in place of the deltas skipped; True if it went out. Where the
-        web process holds no copy (a worker hosts the run), ask the worker for one, once a second."""
+    async def _catch_up(self, asked: bool = False) -> bool:
+        """Send the latest picture in place of the deltas skipped; True if one went out. Either
+        way the socket is no longer behind once it holds the latest picture there is. `asked`:
+        the viewer asked (its picture broke): it gets one even if this socket sent that frame."""
+        latest = await self._latest()
+        if latest is None:
+            return False
+        self.behind = False
+        if latest[0] <= self.seq and not asked:
+            return False
+        self.seq, text = latest
+        await self.send(text_data=text)
+        return True
+
+    async def _latest(self) -> tuple[int, str] | None:
+        """(seq, snapshot JSON): from this process's copy of an engine-process or thread run, else
+        (a worker hosts it) the one the worker stored — read at most once a second per socket; a
+        socket refused meanwhile looks again when the second is over, so it never stays behind
+        after the last frame."""
         from courseapp.demo.host import embedded
 
         latest = embedded.latest_snapshot(self.run_id)
         if latest is not None:
-            self.behind = False
-            self.seq, text = latest
-            await self.send(text_data=text)
-            return True
-        await self._ask_snapshot()
-        return False
+            return latest
+        wait = self.snapshot_read + SNAPSHOTS_EVERY_S - time.monotonic()
+        if wait > 0:
+            if self.retry is None or self.retry.done():
+                self.retry = asyncio.create_task(self._catch_up_after(wait))
+            return None
+        self.snapshot_read = time.monotonic()
+        return await sync_to_async(events.stored_snapshot)(self.run_id)
 
-    async def _ask_snapshot(self) -> None:
-        if time.monotonic() - self.snapshot_asked < SNAPSHOTS_EVERY_S:
-            return
-        self.snapshot_asked = time.monotonic()
-        run = await database_sync_to_async(selectors.run_get)(self.run_id)
-        if run is not None and run.is_active:
-            await database_sync_to_async(services.run_command)(run=run, cmd={"type": "snapshot", "reply_to": self.channel_name})
+    async def _catch_up_after(self, wait: float) -> None:
+        await asyncio.sleep(wait)
+        if self.behind:
+            await self._catch_up(asked=True)
 
     async def _error(self, message: str, **extra):
         await self.send_json({"type": "error", "message": message, **extra})
@@ -101,17 +121,14 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
     async def _send_snapshot(self, run):
         """The current picture first. A run that has not drawn yet sends its opening snapshot to
         the group this socket already joined, so nothing is missed either way."""
-        if run.is_active and run.host == "embedded":
+        if run.is_active:
             from courseapp.demo.host import embedded
 
-            latest = embedded.latest_snapshot(self.run_id)
-            if latest is not None:
-                self.seq, text = latest
-                await self.send(text_data=text)
+            if await self._catch_up():
                 return
-            if embedded.is_alive(self.run_id):
+            if run.host == "embedded" and embedded.is_alive(self.run_id):
                 return
-        if not run.is_active:
+        else:
             self.ended_sent = True
             if selectors.can_read_trace(run, self.viewer):
                 frame = await database_sync_to_async(selectors.run_last_frame)(run)
@@ -119,9 +136,6 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
                     await self.send_json(frame)
                     return
         await self._send_status(run)
-        if run.is_active:  # hosted by a worker: ask it for a fresh snapshot, for this socket
-            await database_sync_to_async(services.run_command)(
-                run=run, cmd={"type": "snapshot", "reply_to": self.channel_name})
 
     async def _send_status(self, run):
         await self.send_json(await database_sync_to_async(selectors.run_status)(run))
@@ -174,7 +188,7 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
             return
         if message.type == "snapshot":  # the viewer found a gap in the deltas
             self.behind = True
-            await self._catch_up()
+            await self._catch_up(asked=True)
             return
         run = await database_sync_to_async(selectors.run_get)(self.run_id)
         if run is None or not run.is_active:

@@ -82,7 +82,7 @@ def _child_main(conn, torch_threads: int) -> None:
             break
         kind, run_id = message[0], message[1] if len(message) > 1 else None
         if kind == "start":
-            session = RunSession(run_id, message[2], publish=lambda message, to=None, r=run_id: send(("frame", r, message)))
+            session = RunSession(run_id, message[2], publish=lambda message, r=run_id: send(("frame", r, message)))
             sessions[run_id] = session
             threads[run_id] = threading.Thread(target=serve, args=(run_id, session), name=f"demo-run-{run_id[:8]}")
             threads[run_id].start()

@@ -10,11 +10,13 @@ import logging
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
+from django.core.cache import cache
 
 from courseapp.demo.traces import encode_text
 
 logger = logging.getLogger("courseapp.demo")
 _server_loop: asyncio.AbstractEventLoop | None = None
+SNAPSHOT_KEPT_S = 120  # a run's stored picture outlives a silent worker a little (the reaper ends it)
 
 
 def bind_server_loop(loop: asyncio.AbstractEventLoop) -> None:
@@ -31,9 +33,9 @@ def command_channel(run_id: str) -> str:
     return f"demo-run.{run_id.replace('-', '')}"
 
 
-def publish(run_id: str, message: dict, to: str | None = None) -> None:
+def publish(run_id: str, message: dict) -> None:
     """Send a frame message (traces.FrameStream: a snapshot or a delta) to everyone watching the
-    run, or to one viewer's channel. Never raises into the engine loop."""
+    run. Never raises into the engine loop."""
     layer = get_channel_layer()
     # Serialised once here: the in-memory layer deep-copies every message for every watcher,
     # and the consumer then sends the text as it is (200 watchers must not mean 200 encodings).
@@ -43,14 +45,33 @@ def publish(run_id: str, message: dict, to: str | None = None) -> None:
              "seq": message.get("seq", 0), "sent_at": message.get("sent_at", 0.0)}
     try:
         if _server_loop is not None and _server_loop.is_running():
-            send = layer.send(to, event) if to else layer.group_send(group_name(run_id), event)
-            asyncio.run_coroutine_threadsafe(send, _server_loop)
-        elif to:
-            async_to_sync(layer.send)(to, event)
+            asyncio.run_coroutine_threadsafe(layer.group_send(group_name(run_id), event), _server_loop)
         else:
             async_to_sync(layer.group_send)(group_name(run_id), event)
     except Exception:  # a full or unreachable layer drops a frame; the viewer asks for a snapshot
         logger.warning("could not publish a frame for run %s", run_id, exc_info=True)
+
+
+def store_snapshot(run_id: str, latest: tuple[int, str] | None) -> None:
+    """Scaled mode: a worker keeps its run's latest picture in the cache (Redis), where a viewer
+    that connects to any web process, or missed a frame, reads it — 200 viewers joining must not
+    mean 200 commands to the worker. Never raises into the engine loop."""
+    if latest is None:
+        return
+    try:
+        cache.set(snapshot_key(run_id), latest, SNAPSHOT_KEPT_S)
+    except Exception:
+        logger.warning("could not store the snapshot of run %s", run_id, exc_info=True)
+
+
+def stored_snapshot(run_id: str) -> tuple[int, str] | None:
+    """(seq, snapshot JSON) a worker stored for the run, or None."""
+    latest = cache.get(snapshot_key(run_id))
+    return tuple(latest) if latest else None
+
+
+def snapshot_key(run_id: str) -> str:
+    return f"demo-snapshot:{run_id}"
 
 
 async def send_command(run_id: str, cmd: dict) -> None:

@@ -62,13 +62,12 @@ class RunSession:
     def __init__(self, run_id: str, spec: dict, publish):
         self.run_id = run_id
         self.spec = spec
-        self.publish = publish  # callable(message dict, to=None): to every viewer, or to one channel
+        self.publish = publish  # callable(message dict): a snapshot or a delta, to every viewer
         self.commands: queue.Queue = queue.Queue()
         self.builder: FrameBuilder | None = None
         self.lanes: list[Lane] = []
         self.trace = TraceRecorder()
         self.stream = FrameStream()  # what viewers get: a snapshot, then deltas
-        self._snapshot_to: list[str] = []  # viewers (channel names) that asked for a snapshot
         self.step_delay = float(spec.get("step_delay", 0.08))
         self.paused_idle_s = float(spec.get("paused_idle_s", 600))
         self._step_once = False
@@ -176,9 +175,7 @@ class RunSession:
                 self.builder.message = ""
             except ValueError as exc:  # the engine's RequestError/SamplingError: say why, keep running
                 self.builder.message = str(exc)
-        else:  # "snapshot": a viewer that missed a frame (scaled mode: it names its channel)
-            if cmd.get("reply_to"):
-                self._snapshot_to.append(str(cmd["reply_to"]))
+        else:  # "snapshot": the frame below goes out anyway
             self.builder.touch()
             return False
         self.builder.touch()
@@ -187,9 +184,6 @@ class RunSession:
     # --- the loop ------------------------------------------------------------------------------
     def _emit(self) -> None:
         self.publish(self.stream.encode(self.builder.frame(), sent_at=time.time()))
-        for channel in self._snapshot_to:
-            self.publish(self.stream.snapshot(), to=channel)
-        self._snapshot_to.clear()
 
     def snapshot_text(self) -> tuple[int, str] | None:
         """(seq, the latest picture) for a viewer that just connected (any thread may ask)."""

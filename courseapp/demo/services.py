@@ -166,7 +166,7 @@ def _launch(run: DemoRun) -> None:
     embedded.start(
         run_id,
         run.spec,
-        publish=lambda message, to=None: events.publish(run_id, message, to=to),
+        publish=lambda message: events.publish(run_id, message),
         on_begin=lambda: run_begin(run_id=run_id, host="embedded"),
         on_finish=lambda end: run_finish(run_id=run_id, **end),
     )

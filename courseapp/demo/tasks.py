@@ -58,7 +58,13 @@ def run_demo(self, run_id: str) -> str:
         logger.info("demo run %s dropped on %s: it is %s", run_id, host, status or "gone")
         return "dropped"
     run = DemoRun.objects.get(pk=run_id)
-    session = RunSession(run_id, run.spec, publish=lambda message, to=None: events.publish(run_id, message, to=to))
+    session = RunSession(run_id, run.spec, publish=None)
+
+    def publish(message: dict) -> None:
+        events.publish(run_id, message)
+        events.store_snapshot(run_id, session.snapshot_text())  # for viewers of any web process
+
+    session.publish = publish
     worker.serving(run_id, session)
     stop = threading.Event()
     threading.Thread(target=_poll_commands, args=(run_id, session, stop), daemon=True).start()
