@@ -117,7 +117,6 @@ def start_daphne(extra_env: dict):
     import sys
     from pathlib import Path
 
-    from django.db import connection
 
     port = free_port()
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "courseapp.settings.test", "PYTHONUNBUFFERED": "1", **extra_env}

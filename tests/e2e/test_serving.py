@@ -2,7 +2,6 @@
 client and by raw HTTP, as a learner's §6 scripts would (issue #10)."""
 import json
 import threading
-import time
 import urllib.request
 
 import pytest
