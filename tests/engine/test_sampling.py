@@ -32,6 +32,43 @@ def test_top_p_keeps_only_the_nucleus():
     assert seen == {0, 1}
 
 
+def test_top_p_stops_at_the_smallest_set_that_reaches_it():
+    """Tokens of 0.5, 0.25, 0.25: top_p 0.5 keeps the first alone (it holds 0.5 already, as in
+    vLLM); a hair more needs the second too."""
+    logits = torch.log(torch.tensor([[2.0, 1.0, 1.0]]))  # softmax: exactly 0.5, 0.25, 0.25
+    gen = torch.Generator().manual_seed(0)
+    assert {sample(logits, [SamplingParams(top_p=0.5)], [gen])[0] for _ in range(100)} == {0}
+    assert {sample(logits, [SamplingParams(top_p=0.51)], [gen])[0] for _ in range(200)} == {0, 1}
+
+
+def test_temperature_below_one_sharpens_and_above_one_flattens():
+    logits = torch.tensor([[2.0, 0.0]])  # at temperature 1: 88% / 12%
+    gen = torch.Generator().manual_seed(0)
+    cold = [sample(logits, [SamplingParams(temperature=0.25)], [gen])[0] for _ in range(400)]
+    hot = [sample(logits, [SamplingParams(temperature=4.0)], [gen])[0] for _ in range(400)]
+    assert cold.count(0) >= 396  # softmax([8, 0]): 99.97%
+    assert 200 <= hot.count(0) <= 300  # softmax([0.5, 0]): 62%
+
+
+def test_parameters_out_of_range_are_refused_naming_the_parameter():
+    import pytest
+
+    from engine.sampling import SamplingError
+
+    for bad, message in [(dict(max_tokens=0), "max_tokens must be a positive integer, got 0"),
+                         (dict(max_tokens=-3), "max_tokens must be a positive integer"),
+                         (dict(max_tokens=2.5), "max_tokens must be a positive integer, got 2.5"),
+                         (dict(temperature=-0.1), "temperature must be ≥ 0, got -0.1"),
+                         (dict(top_p=0.0), r"top_p must be in \(0, 1\], got 0.0"),
+                         (dict(top_p=1.01), r"top_p must be in \(0, 1\], got 1.01"),
+                         (dict(top_k=-1), "top_k must be ≥ 0, got -1")]:
+        with pytest.raises(SamplingError, match=message):
+            SamplingParams(**bad)
+    edge = SamplingParams(max_tokens=1, temperature=0, top_p=1.0, top_k=0)  # the limits themselves are fine
+    assert edge.max_tokens == 1 and edge.greedy
+    assert SamplingParams(stop="。").stop == ["。"]  # one stop string is a list of one
+
+
 def test_per_request_parameters_in_one_batch(tiny_llama):
     """Greedy, top-p and top-k requests share a step; each row is sampled under its own
     parameters (and generator), so each request gets exactly the tokens it gets alone, whichever
