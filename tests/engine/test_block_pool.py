@@ -93,8 +93,8 @@ def test_check_names_the_invariant_that_broke():
     with pytest.raises(AssertionError, match=r"block \d: owners"):
         pool.check({})
     pool.free_queue[ids[0]] = None  # a used block also queued as free: one too many
-    with pytest.raises(AssertionError, match="free \\+ used != total"):
+    with pytest.raises(AssertionError, match="^free \\+ used != total$"):
         pool.check({"a": ids})
     del pool.free_queue[2]  # the counts add up again, yet a used block waits in the free queue
-    with pytest.raises(AssertionError, match="a used block is in the free queue"):
+    with pytest.raises(AssertionError, match="^a used block is in the free queue$"):
         pool.check({"a": ids})
