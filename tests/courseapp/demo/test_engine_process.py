@@ -17,7 +17,7 @@ class Recorder:
         self.watcher, self.ends = Watcher(), []
         self.first_frame, self.ended = threading.Event(), threading.Event()
 
-    def publish(self, message, to=None):
+    def publish(self, message):
         self.watcher(message)
         self.first_frame.set()
 

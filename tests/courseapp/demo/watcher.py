@@ -13,7 +13,7 @@ class Watcher:
         self.session_of = session_of  # () → the RunSession, to compare with its own snapshot
         self.mismatches: list[int] = []  # seqs where the applied picture differed from a fresh snapshot
 
-    def __call__(self, message: dict, to=None) -> None:
+    def __call__(self, message: dict) -> None:
         self.messages.append(message)
         assert self.mirror.apply(message), f"message {message.get('seq')} did not follow {self.mirror.seq}"
         frame = copy.deepcopy(self.mirror.state)
