@@ -28,7 +28,7 @@ import time
 from datetime import datetime
 
 from courseapp.demo.host import TICKING_WITHIN_S
-from courseapp.demo.traces import FrameMirror
+from courseapp.demo.traces import EndedPictures, FrameMirror
 
 logger = logging.getLogger("courseapp.demo")
 
@@ -125,6 +125,7 @@ class ProcessHost:
     def __init__(self, torch_threads: int = 1):
         self.torch_threads = torch_threads
         self.runs: dict[str, _Run] = {}
+        self.ended = EndedPictures()  # the last picture of runs that ended lately
         self._lock = threading.Lock()
         self._send_lock = threading.Lock()
         self._proc = None
@@ -166,7 +167,7 @@ class ProcessHost:
         """(seq, the run's latest picture as a snapshot message in JSON), or None."""
         run = self.runs.get(run_id)
         if run is None:
-            return None
+            return self.ended.get(run_id)
         with run.mirror_lock:
             return run.mirror.snapshot_text()
 
@@ -255,6 +256,8 @@ class ProcessHost:
             run = self.runs.pop(run_id, None)
         if run is None:
             return
+        with run.mirror_lock:
+            self.ended.keep(run_id, run.mirror.snapshot_text())
 
         def finish():
             try:

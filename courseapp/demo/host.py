@@ -18,7 +18,7 @@ from datetime import datetime, timezone as dt_timezone
 from django.utils.functional import SimpleLazyObject
 
 from courseapp.demo.frames import FrameBuilder, LaneState
-from courseapp.demo.traces import FrameStream, TraceRecorder
+from courseapp.demo.traces import EndedPictures, FrameStream, TraceRecorder
 
 logger = logging.getLogger("courseapp.demo")
 
@@ -281,6 +281,7 @@ class EmbeddedHost:
 
     def __init__(self):
         self.sessions: dict[str, RunSession] = {}
+        self.ended = EndedPictures()  # the last picture of runs that ended lately
         self.threads: dict[str, threading.Thread] = {}
         self._lock = threading.Lock()
         self._atexit = False
@@ -298,6 +299,7 @@ class EmbeddedHost:
                     end = session.run_to_end(lambda: self._shutting_down)
             finally:
                 with self._lock:
+                    self.ended.keep(run_id, session.snapshot_text())
                     self.sessions.pop(run_id, None)
                     self.threads.pop(run_id, None)
                 try:
@@ -327,7 +329,7 @@ class EmbeddedHost:
     def latest_snapshot(self, run_id: str) -> tuple[int, str] | None:
         """(seq, the run's latest picture as a snapshot message in JSON), or None."""
         session = self.sessions.get(run_id)
-        return session.snapshot_text() if session else None
+        return session.snapshot_text() if session else self.ended.get(run_id)
 
     def is_alive(self, run_id: str) -> bool:
         return run_id in self.sessions

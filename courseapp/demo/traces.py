@@ -17,6 +17,8 @@ static/js/demo.js applies the same deltas, live and in replay.
 """
 import gzip
 import json
+import threading
+from collections import OrderedDict
 
 MAX_FRAMES = 600  # frames kept per run
 
@@ -152,6 +154,27 @@ class FrameMirror:
         if self._text is None or self._text[0] != self.seq:
             self._text = (self.seq, encode_text({**self.state, "type": "snapshot", "seq": self.seq}))
         return self._text
+
+
+class EndedPictures:
+    """The final pictures of the runs that ended lately, by run id: a socket that was behind when
+    its run ended (its session gone from the host) still ends on the last picture."""
+
+    def __init__(self, kept: int = 100):
+        self.kept = kept
+        self._pictures: OrderedDict[str, tuple[int, str]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def keep(self, run_id: str, latest: tuple[int, str] | None) -> None:
+        if latest is None:
+            return
+        with self._lock:
+            self._pictures[run_id] = latest
+            while len(self._pictures) > self.kept:
+                self._pictures.popitem(last=False)
+
+    def get(self, run_id: str) -> tuple[int, str] | None:
+        return self._pictures.get(run_id)
 
 
 def encode_text(message: dict) -> str:

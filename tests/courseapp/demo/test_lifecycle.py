@@ -221,3 +221,23 @@ def test_a_run_ends_itself_at_its_lifetime_whoever_hosts_it():
     thread.join(120)  # a hang guard, not a timing: a paused run without its limit never ends
     assert not thread.is_alive(), "the paused run outlived its lifetime"
     assert (watcher.frames[-1]["status"], watcher.frames[-1]["reason"]) == ("expired", "lifetime")
+
+
+def test_a_hosts_last_picture_of_a_run_outlives_its_session():
+    """A socket that is behind when its run ends catches up after the session has left the host:
+    the host keeps the final picture (EmbeddedHost here; ProcessHost keeps its mirror's)."""
+    import json
+
+    from courseapp.demo.host import EmbeddedHost
+
+    host, ended = EmbeddedHost(), threading.Event()
+    spec = services.run_spec(preset="concurrency")
+    spec["step_delay"] = 0
+    host.start("kept-run", spec, publish=lambda message: None, on_begin=lambda: True,
+               on_finish=lambda end: ended.set())
+    assert ended.wait(120)
+    assert not host.is_alive("kept-run")
+    seq, text = host.latest_snapshot("kept-run")
+    picture = json.loads(text)
+    assert picture["type"] == "snapshot" and picture["seq"] == seq and picture["status"] == "finished"
+    assert host.latest_snapshot("never-ran") is None
