@@ -93,32 +93,33 @@ class FrameStream:
     snapshot may be read from another thread while the next frame is encoded."""
 
     def __init__(self):
-        self.seq = 0
-        self.state: dict | None = None
+        # (seq, picture), replaced in one assignment: a reader on another thread never pairs a
+        # new seq with the picture before it (the viewer would then drift from the deltas).
+        self._latest: tuple[int, dict] | None = None
         self._text: tuple[int, str] | None = None
 
     def encode(self, frame: dict, sent_at: float) -> dict:
         body = _snapshot(frame)
-        self.seq += 1
-        if self.state is None:
-            message = {**body, "type": "snapshot", "seq": self.seq, "sent_at": sent_at}
+        if self._latest is None:
+            seq = 1
+            message = {**body, "type": "snapshot", "seq": seq, "sent_at": sent_at}
         else:
-            message = {"type": "delta", "seq": self.seq, "sent_at": sent_at, "d": diff(self.state, body)}
-        self.state = body
+            seq = self._latest[0] + 1
+            message = {"type": "delta", "seq": seq, "sent_at": sent_at, "d": diff(self._latest[1], body)}
+        self._latest = (seq, body)
         return message
 
     def snapshot(self) -> dict | None:
-        state, seq = self.state, self.seq
-        return None if state is None else {**state, "type": "snapshot", "seq": seq}
+        latest = self._latest
+        return None if latest is None else {**latest[1], "type": "snapshot", "seq": latest[0]}
 
     def snapshot_text(self) -> tuple[int, str] | None:
         """(seq, the latest picture as JSON text), made at most once per frame however many ask."""
-        cached, state, seq = self._text, self.state, self.seq
-        if state is None:
+        latest = self._latest
+        if latest is None:
             return None
-        if cached is None or cached[0] != seq:
-            cached = self._text = (seq, encode_text({**state, "type": "snapshot", "seq": seq}))
-        return cached
+        self._text = _snapshot_text(self._text, *latest)
+        return self._text
 
 
 class FrameMirror:
@@ -151,8 +152,7 @@ class FrameMirror:
         patching changes the state in place."""
         if self.state is None:
             return None
-        if self._text is None or self._text[0] != self.seq:
-            self._text = (self.seq, encode_text({**self.state, "type": "snapshot", "seq": self.seq}))
+        self._text = _snapshot_text(self._text, self.seq, self.state)
         return self._text
 
 
@@ -175,6 +175,13 @@ class EndedPictures:
 
     def get(self, run_id: str) -> tuple[int, str] | None:
         return self._pictures.get(run_id)
+
+
+def _snapshot_text(cached: tuple[int, str] | None, seq: int, state: dict) -> tuple[int, str]:
+    """(seq, the picture as a snapshot message in JSON): the cached one while seq has not moved."""
+    if cached is not None and cached[0] == seq:
+        return cached
+    return seq, encode_text({**state, "type": "snapshot", "seq": seq})
 
 
 def encode_text(message: dict) -> str:
