@@ -296,7 +296,9 @@ def test_the_embedded_sender_delivers_after_the_answer_commits_and_retries_on_it
         question = section_questions("s2")[0]
         client.post(reverse("quizzes:submit", args=[question.slug]), {**right_form(question), "nonce": "a1"})
         deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and not any(s["scoreGiven"] == 1 for s in lms.scores):
+        # The LMS records the score before the sender writes "sent": wait for both.
+        while time.monotonic() < deadline and not (any(s["scoreGiven"] == 1 for s in lms.scores)
+                                                   and Passback.objects.filter(status=Passback.Status.SENT).exists()):
             time.sleep(0.05)
         passback = Passback.objects.get()
         assert any(s["scoreGiven"] == 1 for s in lms.scores), (passback.status, passback.last_error)
