@@ -12,17 +12,18 @@ import time
 import torch
 from transformers import GenerationConfig
 
-from bench.workload import count_params, make_jobs, matmul_flops, ordinary_token_ids
+from bench.workload import count_params, make_jobs, matmul_flops, ordinary_token_ids, synchronize
 from engine import EngineConfig, LLMEngine, SamplingParams
 from engine.config import DEFAULT_MODEL
 from engine.model_runner import load_model
 
 
-def run_engine(path, jobs, kv_tokens, block_size, scheduling, max_num_seqs, budget):
+def run_engine(path, jobs, kv_tokens, block_size, scheduling, max_num_seqs, budget, loaded=None):
+    """`loaded`: weights already in memory (bench.gpu_check's random ones); else from `path`."""
     engine = LLMEngine(EngineConfig(
         model=path, block_size=block_size, num_blocks=kv_tokens // block_size, max_num_seqs=max_num_seqs,
         max_num_batched_tokens=budget, scheduling=scheduling,
-    ))
+    ), loaded=loaded)
     for i, job in enumerate(jobs):
         engine.add_request(job.prompt, SamplingParams(temperature=0, max_tokens=job.max_tokens, ignore_eos=True), f"j{i}")
     allocated = wasted = 0
@@ -58,16 +59,17 @@ def run_hf_static(model, jobs, kv_tokens, reserve_len, pad_id):
     for start in range(0, len(jobs), batch):
         group = jobs[start : start + batch]
         width = max(len(j.prompt) for j in group)
-        ids = torch.full((len(group), width), pad_id)
-        mask = torch.zeros((len(group), width), dtype=torch.long)
+        ids = torch.full((len(group), width), pad_id, device=model.device)
+        mask = torch.zeros((len(group), width), dtype=torch.long, device=model.device)
         for row, job in enumerate(group):
-            ids[row, width - len(job.prompt) :] = torch.tensor(job.prompt)
+            ids[row, width - len(job.prompt) :] = torch.tensor(job.prompt, device=model.device)
             mask[row, width - len(job.prompt) :] = 1
         longest = max(j.max_tokens for j in group)
         with torch.inference_mode():
             model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=longest, min_new_tokens=longest,
                            do_sample=False, pad_token_id=pad_id)
         useful += sum(j.max_tokens for j in group)  # a static batch runs to its longest member
+    synchronize(model.device)
     return {"tokens": useful, "seconds": time.perf_counter() - began, "batch": batch, "max_len": max_len}
 
 

@@ -32,13 +32,19 @@ def matmul_flops(seconds: float = 1.0, n: int = 1024, dtype=torch.float32, devic
     b = torch.randn(n, n, dtype=dtype, device=device)
     for _ in range(3):
         a @ b
+    synchronize(a.device)
     iters, began = 0, time.perf_counter()
     while time.perf_counter() - began < seconds:
         a @ b
         iters += 1
-    if device != "cpu":
-        torch.cuda.synchronize()
+    synchronize(a.device)
     return 2 * n**3 * iters / (time.perf_counter() - began)
+
+
+def synchronize(device) -> None:
+    """Wait for queued GPU work, so a timer read after it counts that work."""
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize()
 
 
 def count_params(model) -> int:

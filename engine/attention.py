@@ -4,6 +4,13 @@ The model's own attention modules project Q/K/V and apply rotary embeddings; thi
 then writes the step's K/V into the pool by slot mapping and reads each request's K/V back
 through its block table. Step metadata arrives as the `paged_step` forward kwarg, so several
 engines (each with its own pool) can share one set of weights.
+
+Each layer's pool is laid out [kv_heads, slots, head_dim] (slot = block · block_size + offset),
+which is the layout the model hands K/V over in. Gathering whole blocks of R requests then gives
+[kv_heads, R, context, head_dim] with no further copy, and SDPA takes that as batch = kv_heads,
+heads = requests: every request attends its own context in one call. The requests of a step are
+attended in a few such groups (see AttnGroup), all of whose index tensors and masks are made once
+per step and reused by every layer.
 """
 from dataclasses import dataclass, field
 
@@ -15,99 +22,78 @@ ATTN_IMPLEMENTATION = "engine_paged"
 
 
 @dataclass(slots=True)
-class PrefillSpan:
-    """One request with more than one new token this step (a prompt chunk, or a recompute)."""
+class AttnGroup:
+    """Requests attended in one SDPA call: each one's new tokens padded to `q_len` queries and
+    its context to `num_blocks` whole blocks (padding points at block 0 and is masked out)."""
 
-    q_start: int  # its tokens' range in the flattened step
-    q_end: int
-    kv_slots: torch.Tensor  # [context_len] slots of every token so far, in order
-    q_positions: torch.Tensor  # [q_len] absolute positions of its new tokens
-
-
-@dataclass(slots=True)
-class DecodeGroup:
-    """Single-token (decode) queries of similar context length, attended in one SDPA call."""
-
-    q_idx: torch.Tensor  # [Rd] their indices in the flattened step
-    slots: torch.Tensor  # [Rd, max_len] context slots, padded
-    lens: torch.Tensor  # [Rd] context length (incl. the new token)
+    rows: int  # requests in the group
+    q_len: int  # the longest run of new tokens among them (1 for a group of decodes)
+    num_blocks: int  # the longest context among them, in blocks
+    q_idx: torch.Tensor  # [rows · q_len] each padded query's token in the flattened step (padding → 0)
+    q_pos: torch.Tensor  # [rows, q_len] each padded query's position in its sequence (padding → 0)
+    blocks: torch.Tensor  # [kv_heads · rows · num_blocks] rows of the pool viewed [kv_heads · blocks, block]:
+    # the block table rows (padded with block 0) once per KV head, offset by head · num_blocks
+    out_idx: torch.Tensor  # [n] the real queries' tokens in the step, in padded order
+    keep: torch.Tensor | None  # [n] where those sit among the rows · q_len padded ones (None: all real)
 
 
 @dataclass(slots=True)
 class StepMetadata:
     kv: object  # KVCache
     slot_mapping: torch.Tensor  # [T] where each new token's K/V goes
-    decodes: list[DecodeGroup] = field(default_factory=list)
-    prefills: list[PrefillSpan] = field(default_factory=list)
+    groups: list[AttnGroup] = field(default_factory=list)
+    positions: torch.Tensor | None = None  # [max context] 0, 1, 2, … shared by the masks
     _masks: dict = field(default_factory=dict)  # built once per step, reused by every layer
 
-    def decode_mask(self, g: int, window: int | None) -> torch.Tensor:
-        key = ("decode", g, window)
+    def mask(self, i: int, window: int | None, heads_per_kv: int) -> torch.Tensor:
+        """[1, rows, heads_per_kv · q_len, context]: causal (offset by what is cached), inside the
+        sliding window if the layer has one. A padded query sits at position 0, so it sees one
+        key and SDPA never meets a row with nothing to attend to."""
+        key = (i, window, heads_per_kv)
         if key not in self._masks:
-            group = self.decodes[g]
-            pos = torch.arange(group.slots.shape[1], device=group.slots.device)
-            q_pos = (group.lens - 1)[:, None]
-            mask = pos[None, :] <= q_pos
+            g = self.groups[i]
+            pos = self.positions[: g.num_blocks * self.kv.block_size]
+            q_pos = g.q_pos[:, :, None]
+            mask = pos <= q_pos  # [rows, q_len, context]
             if window:
-                mask &= pos[None, :] > q_pos - window
-            self._masks[key] = mask[:, None, None, :]  # [Rd, 1, 1, max_len]
-        return self._masks[key]
-
-    def prefill_mask(self, i: int, window: int | None, groups: int = 1) -> torch.Tensor:
-        """Causal mask for span i, its rows tiled `groups` times for folded GQA heads (see _sdpa)."""
-        key = (i, window, groups)
-        if key not in self._masks:
-            span = self.prefills[i]
-            pos = torch.arange(span.kv_slots.shape[0], device=span.kv_slots.device)
-            mask = pos[None, :] <= span.q_positions[:, None]  # causal, offset by what is cached
-            if window:
-                mask &= pos[None, :] > span.q_positions[:, None] - window
-            self._masks[key] = mask.repeat(groups, 1)[None, None]  # [1, 1, groups·q_len, context_len]
+                mask &= pos > q_pos - window
+            if g.q_len > 1 and heads_per_kv > 1:  # the folded heads (see paged_attention_forward)
+                mask = mask[:, None].expand(-1, heads_per_kv, -1, -1).reshape(g.rows, heads_per_kv * g.q_len, -1)
+            self._masks[key] = mask[None]
         return self._masks[key]
 
 
-def _gather(pool: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
-    """pool [S, Hkv, D] at slots [R, L] → [R, L, Hkv, D]."""
-    return pool.index_select(0, slots.reshape(-1)).view(*slots.shape, *pool.shape[1:])
-
-
-def _sdpa(q, k, v, mask, scaling, groups):
-    """Grouped-query attention without copying K/V: the `groups` query heads that share a KV
-    head are folded into the query-length axis (q [B, H, n, D] → [B, Hkv, groups·n, D])."""
-    if groups == 1:
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scaling)
-    b, h, n, d = q.shape
-    folded = q.reshape(b, h // groups, groups * n, d)
-    out = F.scaled_dot_product_attention(folded, k, v, attn_mask=mask, scale=scaling)
-    return out.reshape(b, h, n, d)
-
-
+@torch.compiler.disable  # data-dependent groups: with compile_model, the layers compile around it
 def paged_attention_forward(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
     """query [1, H, T, D], key/value [1, Hkv, T, D] → (output [1, T, H, D], None)."""
     meta: StepMetadata = kwargs["paged_step"]
-    layer = module.layer_idx
-    k_pool, v_pool = meta.kv.k[layer], meta.kv.v[layer]
-    # index_copy_/index_select rather than tensor[idx]: several times faster for these gathers.
-    k_pool.index_copy_(0, meta.slot_mapping, key[0].transpose(0, 1).to(k_pool.dtype))
-    v_pool.index_copy_(0, meta.slot_mapping, value[0].transpose(0, 1).to(v_pool.dtype))
+    k_pool, v_pool = meta.kv.k[module.layer_idx], meta.kv.v[module.layer_idx]  # [Hkv, slots, D]
+    k_pool.index_copy_(1, meta.slot_mapping, key[0].to(k_pool.dtype))
+    v_pool.index_copy_(1, meta.slot_mapping, value[0].to(v_pool.dtype))
 
-    q = query[0]  # [H, T, D]
-    groups = q.shape[0] // k_pool.shape[1]
+    hkv, _, d = k_pool.shape
+    h, t = query.shape[1], query.shape[2]
+    g = h // hkv  # query heads per KV head (grouped-query attention)
+    # The g query heads that share a KV head are folded into the query axis, so K/V are never
+    # repeated: q [Hkv, rows, g · q_len, D] against k [Hkv, rows, context, D].
+    q = query[0].view(hkv, g, t, d)
+    # Gathering rows of a 2-D view copies whole blocks at memory speed (dim 1 of the 3-D pool is
+    # ~3× slower on a CPU); AttnGroup.blocks already holds each KV head's rows.
+    k_blocks = k_pool.view(hkv * meta.kv.num_blocks, -1)
+    v_blocks = v_pool.view(hkv * meta.kv.num_blocks, -1)
     window = kwargs.get("sliding_window") or None
     out = torch.empty_like(q)
-    for g, group in enumerate(meta.decodes):
-        qd = q[:, group.q_idx].transpose(0, 1)[:, :, None]  # [Rd, H, 1, D]
-        kd = _gather(k_pool, group.slots).permute(0, 2, 1, 3)  # [Rd, Hkv, max_len, D]
-        vd = _gather(v_pool, group.slots).permute(0, 2, 1, 3)
-        o = _sdpa(qd, kd, vd, meta.decode_mask(g, window), scaling, groups)  # [Rd, H, 1, D]
-        out[:, group.q_idx] = o[:, :, 0].transpose(0, 1).to(out.dtype)
-    for i, span in enumerate(meta.prefills):
-        qp = q[None, :, span.q_start : span.q_end]  # [1, H, n, D]
-        kp = k_pool.index_select(0, span.kv_slots).transpose(0, 1)[None]  # [1, Hkv, L, D]
-        vp = v_pool.index_select(0, span.kv_slots).transpose(0, 1)[None]
-        o = _sdpa(qp, kp, vp, meta.prefill_mask(i, window, groups), scaling, groups)
-        out[:, span.q_start : span.q_end] = o[0].to(out.dtype)
-    return out.transpose(0, 1)[None].contiguous(), None
+    for i, grp in enumerate(meta.groups):
+        rows, n = grp.rows, grp.q_len
+        qg = q.index_select(2, grp.q_idx).view(hkv, g, rows, n, d).transpose(1, 2).reshape(hkv, rows, g * n, d)
+        kg = k_blocks.index_select(0, grp.blocks).view(hkv, rows, -1, d)
+        vg = v_blocks.index_select(0, grp.blocks).view(hkv, rows, -1, d)
+        o = F.scaled_dot_product_attention(qg.to(kg.dtype), kg, vg, attn_mask=meta.mask(i, window, g), scale=scaling)
+        o = o.view(hkv, rows, g, n, d).transpose(1, 2).reshape(hkv, g, rows * n, d)
+        if grp.keep is not None:
+            o = o.index_select(2, grp.keep)
+        out.index_copy_(2, grp.out_idx, o.to(out.dtype))
+    return out.view(h, t, d).transpose(0, 1)[None], None
 
 
 AttentionInterface.register(ATTN_IMPLEMENTATION, paged_attention_forward)

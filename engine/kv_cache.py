@@ -1,6 +1,7 @@
 """The KV pool tensors: one K and one V tensor per layer, preallocated, addressed by slot.
 
-slot = block_id * block_size + offset. A CPU pool of the same layout holds swapped-out blocks.
+Each is [kv_heads, slots, head_dim] with slot = block_id * block_size + offset (head-major: see
+engine/attention.py for why). A CPU pool of the same layout holds swapped-out blocks.
 """
 from dataclasses import dataclass
 
@@ -29,10 +30,10 @@ class KVCache:
         self.shape = shape
         self.num_blocks = num_blocks
         self.block_size = block_size
-        slots = (num_blocks * block_size, shape.num_kv_heads, shape.head_dim)
+        slots = (shape.num_kv_heads, num_blocks * block_size, shape.head_dim)
         self.k = [torch.zeros(slots, dtype=dtype, device=device) for _ in range(shape.num_layers)]
         self.v = [torch.zeros(slots, dtype=dtype, device=device) for _ in range(shape.num_layers)]
-        cpu_slots = (num_cpu_blocks * block_size, shape.num_kv_heads, shape.head_dim)
+        cpu_slots = (shape.num_kv_heads, num_cpu_blocks * block_size, shape.head_dim)
         pin = torch.device(device).type == "cuda"
         self.cpu_k = [torch.zeros(cpu_slots, dtype=dtype, pin_memory=pin) for _ in range(shape.num_layers)] if num_cpu_blocks else []
         self.cpu_v = [torch.zeros(cpu_slots, dtype=dtype, pin_memory=pin) for _ in range(shape.num_layers)] if num_cpu_blocks else []
@@ -45,12 +46,12 @@ class KVCache:
         src = self._slots(gpu_blocks, self.k[0].device)
         dst = self._slots(cpu_blocks, "cpu")
         for layer in range(self.shape.num_layers):
-            self.cpu_k[layer][dst] = self.k[layer][src].to("cpu")
-            self.cpu_v[layer][dst] = self.v[layer][src].to("cpu")
+            self.cpu_k[layer][:, dst] = self.k[layer][:, src].to("cpu")
+            self.cpu_v[layer][:, dst] = self.v[layer][:, src].to("cpu")
 
     def swap_in(self, cpu_blocks: list[int], gpu_blocks: list[int]) -> None:
         src = self._slots(cpu_blocks, "cpu")
         dst = self._slots(gpu_blocks, self.k[0].device)
         for layer in range(self.shape.num_layers):
-            self.k[layer][dst] = self.cpu_k[layer][src].to(self.k[layer].device, non_blocking=True)
-            self.v[layer][dst] = self.cpu_v[layer][src].to(self.v[layer].device, non_blocking=True)
+            self.k[layer][:, dst] = self.cpu_k[layer][:, src].to(self.k[layer].device, non_blocking=True)
+            self.v[layer][:, dst] = self.cpu_v[layer][:, src].to(self.v[layer].device, non_blocking=True)

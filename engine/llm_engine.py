@@ -44,7 +44,7 @@ class LLMEngine:
             cfg, self.pool, self.kv, CpuBlocks(num_cpu_blocks) if num_cpu_blocks else None,
             max_tokens_per_request=min(self.max_model_len, num_blocks * cfg.block_size),
         )
-        self.runner = ModelRunner(self.loaded, self.kv)
+        self.runner = ModelRunner(self.loaded, self.kv, cfg.compile_model)
         self.metrics = EngineMetrics()
         self.requests: dict[str, Request] = {}
         self.step_count = 0

@@ -11,7 +11,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from engine import attention  # noqa: F401  (registers the attention implementation)
-from engine.attention import ATTN_IMPLEMENTATION, DecodeGroup, PrefillSpan, StepMetadata
+from engine.attention import ATTN_IMPLEMENTATION, AttnGroup, StepMetadata
 from engine.kv_cache import KVCache, KVShape
 from engine.request import Request
 
@@ -73,16 +73,28 @@ def wrap_model(model, tokenizer=None) -> LoadedModel:
     )
 
 
-def _buckets(lengths: list[int], max_groups: int = 4) -> list[list[int]]:
-    """Split decode rows into groups whose context lengths are within 2× of each other, so
-    padding to the longest wastes little; few groups, since each costs one call per layer."""
-    order = sorted(range(len(lengths)), key=lengths.__getitem__)
+PADDING_LIMIT = 1.3  # a group's padded attention work may be at most this multiple of its real work
+
+
+def _groups(items: list[tuple[int, int]], max_groups: int) -> list[list[int]]:
+    """Split requests, given as (new tokens, context length), into groups attended together.
+
+    A group pads every member to its longest run of new tokens and its longest context, so a
+    request joins the group before it only while the padded work stays within PADDING_LIMIT times the
+    real work; each group costs a few calls per layer, so there are at most `max_groups`."""
+    order = sorted(range(len(items)), key=items.__getitem__)
     groups: list[list[int]] = []
-    for row in order:
-        if groups and (lengths[row] <= 2 * lengths[groups[-1][0]] or len(groups) == max_groups):
-            groups[-1].append(row)
-        else:
-            groups.append([row])
+    real = longest_q = longest_ctx = 0
+    for i in order:
+        n, ctx = items[i]
+        if groups:
+            q, c = max(longest_q, n), max(longest_ctx, ctx)
+            if len(groups) == max_groups or (len(groups[-1]) + 1) * q * c <= PADDING_LIMIT * (real + n * ctx):
+                groups[-1].append(i)
+                real, longest_q, longest_ctx = real + n * ctx, q, c
+                continue
+        groups.append([i])
+        real, longest_q, longest_ctx = n * ctx, n, ctx
     return groups
 
 
@@ -97,70 +109,92 @@ def _tokens(req: Request, start: int, end: int) -> list[int]:
 
 
 class ModelRunner:
-    """Builds each step's metadata as a few tensors — the batch's block table, positions and
-    rows in one `torch.tensor` each, every slot computed from them by index arithmetic — rather
-    than per request; the model then runs once over the flattened step."""
+    """Builds each step's metadata — token ids, positions, slot mapping, the sampled rows and
+    every attention group's indices — as one Python list turned into one tensor, then runs the
+    model once over the flattened step."""
 
-    def __init__(self, loaded: LoadedModel, kv: KVCache):
+    MAX_DECODE_GROUPS = 4
+    MAX_PREFILL_GROUPS = 2
+
+    def __init__(self, loaded: LoadedModel, kv: KVCache, compile_model: bool = False):
         self.loaded = loaded
         self.kv = kv
         self.block_size = kv.block_size
         self.device = loaded.device
-        self._offsets = torch.arange(self.block_size, device=self.device)
+        self._positions = torch.arange(kv.num_blocks * kv.block_size, device=self.device)
+        self._head_rows = torch.arange(kv.shape.num_kv_heads, device=self.device)[:, None] * kv.num_blocks
+        # A wrapper, not module.compile(): the weights are shared with engines that run eager.
+        self.model = torch.compile(loaded.model, dynamic=True) if compile_model else loaded.model
 
     @torch.inference_mode()
     def execute(self, batch: list[tuple[Request, int]]) -> tuple[list[Request], torch.Tensor]:
         """Run one step. Returns the requests that reached their last token and their logits [R, V]."""
-        bs, dev = self.block_size, self.device
-        ids, positions, rows = [], [], []
-        decode_q, decode_rows, decode_lens = [], [], []
-        prefill_rows = []  # (row, q_start, start, end)
+        meta, ids, positions, sample_reqs, keep = self.prepare(batch)
+        out = self.model(
+            input_ids=ids[None], position_ids=positions[None], paged_step=meta, logits_to_keep=keep, use_cache=False,
+        )
+        return sample_reqs, out.logits[0]
+
+    def prepare(self, batch: list[tuple[Request, int]]):
+        bs = self.block_size
+        ids: list[int] = []
+        positions: list[int] = []
+        slots: list[int] = []
+        spans = []  # (first token in the step, new tokens, context length, block table)
         sample_reqs, sample_idx = [], []
-        width = max(len(req.block_ids) for req, _ in batch)
-        table = []
-        t = 0
-        for r, (req, n) in enumerate(batch):
-            start = req.num_computed_tokens
+        for req, n in batch:
+            start, t = req.num_computed_tokens, len(ids)
             end = start + n
-            ids.extend(_tokens(req, start, end))
-            positions.extend(range(start, end))
-            rows.extend([r] * n)
-            table.append(req.block_ids + [0] * (width - len(req.block_ids)))
-            if n == 1:
-                decode_q.append(t)
-                decode_rows.append(r)
-                decode_lens.append(end)
-            else:
-                prefill_rows.append((r, t, start, end))
+            ids += _tokens(req, start, end)
+            positions += range(start, end)
+            table = req.block_ids
+            for b in range(start // bs, (end - 1) // bs + 1):  # slots, one run per block touched
+                base = table[b] * bs - b * bs
+                slots += range(base + max(start, b * bs), base + min(end, (b + 1) * bs))
+            spans.append((t, n, end, table))
             if end == req.num_tokens:  # caught up: this step's last logits give the next token
                 sample_reqs.append(req)
                 sample_idx.append(t + n - 1)
-            t += n
 
-        table_t = torch.tensor(table, dtype=torch.long, device=dev)  # [R, blocks]
-        pos_t = torch.tensor(positions, dtype=torch.long, device=dev)
-        rows_t = torch.tensor(rows, dtype=torch.long, device=dev)
-        slot_mapping = table_t[rows_t, pos_t // bs] * bs + pos_t % bs
-        meta = StepMetadata(kv=self.kv, slot_mapping=slot_mapping)
-        for r, q_start, start, end in prefill_rows:
-            blocks = -(-end // bs)
-            kv_slots = (table_t[r, :blocks, None] * bs + self._offsets).reshape(-1)[:end]
-            meta.prefills.append(PrefillSpan(q_start, q_start + end - start, kv_slots, pos_t[q_start: q_start + end - start]))
-        for group in _buckets(decode_lens):
-            longest = max(decode_lens[i] for i in group)
-            context = torch.arange(longest, device=dev)
-            group_rows = torch.tensor([decode_rows[i] for i in group], dtype=torch.long, device=dev)
-            # Slots past a request's length point at block 0: valid memory, masked out by decode_mask.
-            slots = table_t[group_rows][:, context // bs] * bs + context % bs
-            meta.decodes.append(DecodeGroup(
-                q_idx=torch.tensor([decode_q[i] for i in group], device=dev), slots=slots,
-                lens=torch.tensor([decode_lens[i] for i in group], device=dev)))
+        buf = ids + positions + slots + sample_idx
+        decodes = [i for i, s in enumerate(spans) if s[1] == 1]
+        prefills = [i for i, s in enumerate(spans) if s[1] > 1]
+        layout = []  # per group: (rows, q_len, num_blocks, how many of the real queries)
+        for members, cap in ((decodes, self.MAX_DECODE_GROUPS), (prefills, self.MAX_PREFILL_GROUPS)):
+            for group in _groups([spans[i][1:3] for i in members], cap):
+                rows = [spans[members[j]] for j in group]
+                q_len = max(r[1] for r in rows)
+                nb = -(-max(r[2] for r in rows) // bs)
+                for t, n, end, table in rows:  # q_idx
+                    buf += range(t, t + n)
+                    buf += [0] * (q_len - n)
+                for t, n, end, table in rows:  # q_pos
+                    buf += range(end - n, end)
+                    buf += [0] * (q_len - n)
+                for t, n, end, table in rows:  # blocks
+                    used = -(-end // bs)
+                    buf += table[:used]
+                    buf += [0] * (nb - used)
+                for t, n, end, table in rows:  # out_idx
+                    buf += range(t, t + n)
+                real = sum(r[1] for r in rows)
+                if q_len > 1:
+                    for r, (t, n, end, table) in enumerate(rows):  # keep
+                        buf += range(r * q_len, r * q_len + n)
+                layout.append((len(rows), q_len, nb, real))
 
-        out = self.loaded.model(
-            input_ids=torch.tensor([ids], device=dev),
-            position_ids=pos_t[None],
-            paged_step=meta,
-            logits_to_keep=torch.tensor(sample_idx, dtype=torch.long, device=dev),
-            use_cache=False,
-        )
-        return sample_reqs, out.logits[0]
+        flat = torch.tensor(buf, dtype=torch.long, device=self.device)  # the step's one host → device copy
+        total = len(ids)
+        cut = iter(flat.split([total, total, total, len(sample_idx), len(flat) - 3 * total - len(sample_idx)]))
+        ids_t, pos_t, slot_t, keep_t, rest = cut
+        meta = StepMetadata(kv=self.kv, slot_mapping=slot_t, positions=self._positions)
+        at = 0
+        for rows, q_len, nb, real in layout:
+            sizes = [rows * q_len, rows * q_len, rows * nb, real, real if q_len > 1 else 0]
+            q_idx, q_pos, blocks, out_idx, keep = rest[at: at + sum(sizes)].split(sizes)
+            at += sum(sizes)
+            meta.groups.append(AttnGroup(
+                rows=rows, q_len=q_len, num_blocks=nb, q_idx=q_idx, q_pos=q_pos.view(rows, q_len),
+                blocks=(self._head_rows + blocks).reshape(-1), out_idx=out_idx, keep=keep if q_len > 1 else None,
+            ))
+        return meta, ids_t, pos_t, sample_reqs, keep_t

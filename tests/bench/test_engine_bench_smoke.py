@@ -31,3 +31,13 @@ def test_prefix_cache_shows_the_hits_of_a_shared_prompt_and_none_behind_a_timest
     stamped = re.search(r"^time at the front\s+\S+\s+\S+\s+(\d+)\s+\d+%$", out, re.M)
     assert shared and stamped, out
     assert int(shared.group(1)) > 1000 and int(stamped.group(1)) == 0  # hits are counted, not timed
+
+
+def test_gpu_check_runs_on_the_cpu_with_its_flag_and_prints_one_table():
+    out = _run("bench.gpu_check", "--cpu")
+    for arch in ("llama", "qwen2", "mistral"):
+        assert re.search(rf"^greedy parity, {arch} \(float32\)\s+(\d+)/\1 requests token-identical\s+✔$", out, re.M), out
+    for row in ("engine, continuous batching", r"HF generate, static batches of \d+ \(longest job\)"):
+        assert re.search(rf"^{row}\s+[\d,]+ tok/s", out, re.M), (row, out)
+    assert re.search(r"^engine ÷ HF static\s+\d+\.\d+×", out, re.M), out
+    assert re.search(r"^decode FLOP rate ÷ measured GEMM rate\s+\d+\.\d+% of \d+\.\d+ TFLOP/s", out, re.M), out

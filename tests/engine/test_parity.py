@@ -3,6 +3,8 @@ under every scheduling situation the engine has (the oracle for correctness)."""
 import random
 
 import pytest
+import torch
+from transformers import AutoModelForCausalLM, MistralConfig
 
 from engine import EngineConfig, LLMEngine, SamplingParams
 from tests.engine.conftest import reference_generate
@@ -105,3 +107,37 @@ def test_abort_frees_blocks_and_spares_the_others(tiny_llama):
         engine.pool.check(engine.block_tables())
     assert engine.output("x1").finish_reason == "abort"
     assert_parity(engine, tiny_llama, [ps[0], ps[2]])
+
+
+def test_sliding_window_matches_generate(tmp_path):
+    """Mistral with a window shorter than the prompts: each query sees only the last 8 keys."""
+    torch.manual_seed(7)
+    config = MistralConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                           num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+                           eos_token_id=255, sliding_window=8)
+    AutoModelForCausalLM.from_config(config).save_pretrained(tmp_path)
+    engine = LLMEngine(EngineConfig(model=str(tmp_path), block_size=4, num_blocks=128, max_num_seqs=4, max_num_batched_tokens=16))
+    ps = [(f"w{i}", p) for i, p in enumerate(prompts(4, length_range=(12, 30), seed=6))]
+    run_checked(engine, {0: ps[:2], 2: ps[2:]})
+    assert_parity(engine, str(tmp_path), ps)
+
+
+def test_one_step_with_many_attention_groups_matches_generate(tiny_llama):
+    """Decodes of very different context lengths and several prompt chunks in the same steps
+    are attended in separate padded groups; the padding must never leak into an output."""
+    engine = LLMEngine(EngineConfig(model=tiny_llama, block_size=4, num_blocks=256, max_num_seqs=12, max_num_batched_tokens=96))
+    lengths = [(3, 3), (9, 9), (20, 20), (45, 45), (90, 90), (150, 150)]
+    ps = [(f"g{i}", prompts(1, length_range=r, seed=10 + i)[0]) for i, r in enumerate(lengths)]
+    late = [(f"h{i}", p) for i, p in enumerate(prompts(4, length_range=(30, 70), seed=9))]
+    groups_seen = set()
+    original = engine.runner.prepare
+
+    def counting(batch):
+        prepared = original(batch)
+        groups_seen.add(len(prepared[0].groups))
+        return prepared
+
+    engine.runner.prepare = counting
+    run_checked(engine, {0: ps, 8: late[:2], 9: late[2:]})
+    assert max(groups_seen) >= 3, groups_seen
+    assert_parity(engine, tiny_llama, ps + late)
