@@ -7,6 +7,7 @@ fraction of the measured matmul rate that decode reaches.
 import argparse
 import copy
 import logging
+import random
 import time
 
 import torch
@@ -47,6 +48,34 @@ def run_engine(path, jobs, kv_tokens, block_size, scheduling, max_num_seqs, budg
         "decode_tok_s": decode_tokens / decode_time if decode_time else 0.0,
         "preemptions": engine.scheduler.num_preemptions,
     }
+
+
+def run_prefill(path, hf, vocab, prompts=8, length=512, block_size=16, repeats=3, loaded=None):
+    """Prompt throughput: `prompts` prompts of `length` tokens in one engine step (max_tokens 1)
+    against one plain forward of the HF model over the same tokens as a [prompts, length] batch.
+    Best of `repeats` each; a new engine every time (no prefix-cache hits)."""
+    rng = random.Random(1)
+    batch = [[rng.choice(vocab) for _ in range(length)] for _ in range(prompts)]
+    engine_s, hf_s = [], []
+    for _ in range(repeats):
+        engine = LLMEngine(EngineConfig(
+            model=path, block_size=block_size, num_blocks=prompts * (length // block_size + 1), max_num_seqs=prompts,
+            max_num_batched_tokens=prompts * length, enable_prefix_caching=False,
+        ), loaded=loaded)
+        for i, prompt in enumerate(batch):
+            engine.add_request(prompt, SamplingParams(temperature=0, max_tokens=1, ignore_eos=True), f"p{i}")
+        began = time.perf_counter()
+        while engine.has_unfinished_requests():
+            engine.step()
+        engine_s.append(time.perf_counter() - began)
+        ids = torch.tensor(batch, device=hf.device)
+        began = time.perf_counter()
+        with torch.inference_mode():
+            hf(input_ids=ids, use_cache=False)
+        synchronize(hf.device)
+        hf_s.append(time.perf_counter() - began)
+    tokens = prompts * length
+    return {"tokens": tokens, "engine_tok_s": tokens / min(engine_s), "hf_tok_s": tokens / min(hf_s)}
 
 
 def run_hf_static(model, jobs, kv_tokens, reserve_len, pad_id):
@@ -103,7 +132,9 @@ def main(argv=None):
     ap.add_argument("--max-num-seqs", type=int, default=64)
     ap.add_argument("--budget", type=int, default=1024, help="max_num_batched_tokens")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--skip", default="", help="comma-separated: hf-static,hf-cb,static")
+    ap.add_argument("--prefill-prompts", type=int, default=8)
+    ap.add_argument("--prefill-length", type=int, default=512)
+    ap.add_argument("--skip", default="", help="comma-separated: hf-static,hf-cb,static,prefill")
     args = ap.parse_args(argv)
     logging.getLogger("transformers").setLevel(logging.ERROR)
     logging.getLogger("ContinuousBatchingLogger").setLevel(logging.CRITICAL)
@@ -149,6 +180,11 @@ def main(argv=None):
     for label, reserve in (("max-model-len", max_model_len), ("longest job", longest)):
         print(f"KV waste, reserving {label} ({reserve} tokens), at each request's end (its best moment): "
               f"{100 * (1 - mean_len / reserve):.1f}%")
+
+    if "prefill" not in skip:
+        pf = run_prefill(args.model, hf, vocab, args.prefill_prompts, args.prefill_length)
+        print(f"\nprefill, {args.prefill_prompts} prompts × {args.prefill_length} tokens: engine (one step) {pf['engine_tok_s']:,.0f} tok/s, one plain HF "
+              f"forward {pf['hf_tok_s']:,.0f} tok/s = {100 * pf['engine_tok_s'] / pf['hf_tok_s']:.0f}% of it")
 
     flops = matmul_flops(dtype=loaded.dtype, device=str(loaded.device))
     params = count_params(hf)

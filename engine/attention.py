@@ -63,7 +63,6 @@ class StepMetadata:
         return self._masks[key]
 
 
-@torch.compiler.disable  # data-dependent groups: with compile_model, the layers compile around it
 def paged_attention_forward(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
     """query [1, H, T, D], key/value [1, Hkv, T, D] → (output [1, T, H, D], None)."""
     meta: StepMetadata = kwargs["paged_step"]

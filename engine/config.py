@@ -29,10 +29,6 @@ class EngineConfig:
     device: str | None = None  # None → cuda if available, else cpu
     dtype: str | None = None  # None → bfloat16 on cuda, float32 on cpu
     seed: int = 0
-    # torch.compile the model's forward (inductor: on the CPU it needs a C++ compiler). The paged
-    # attention stays eager between the compiled pieces. Off by default, like vLLM's
-    # enforce_eager=True: the first steps of each new shape pay the compile.
-    compile_model: bool = False
     model_name: str | None = None  # label for metrics; default: the folder's name
 
     def __post_init__(self):

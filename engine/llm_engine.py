@@ -44,7 +44,7 @@ class LLMEngine:
             cfg, self.pool, self.kv, CpuBlocks(num_cpu_blocks) if num_cpu_blocks else None,
             max_tokens_per_request=min(self.max_model_len, num_blocks * cfg.block_size),
         )
-        self.runner = ModelRunner(self.loaded, self.kv, cfg.compile_model)
+        self.runner = ModelRunner(self.loaded, self.kv)
         self.metrics = EngineMetrics()
         self.requests: dict[str, Request] = {}
         self.step_count = 0
@@ -174,20 +174,23 @@ class LLMEngine:
     # --- reading the state ---------------------------------------------------------------------
     def metrics_snapshot(self) -> MetricsSnapshot:
         s = self.scheduler
-        used_blocks = [b for b in self.pool.blocks if b.ref_cnt > 0]
-        allocated = len(used_blocks) * self.config.block_size
-        filled = sum(b.num_tokens for b in used_blocks)
+        used = filled = 0
+        for b in self.pool.blocks:
+            if b.ref_cnt > 0:
+                used += 1
+                filled += b.num_tokens
+        allocated = used * self.config.block_size
         prompt_tp, gen_tp = self.metrics.throughput()
         return MetricsSnapshot(
             num_requests_running=len(s.running),
             num_requests_waiting=len(s.waiting),
             num_requests_swapped=len(s.swapped),
             kv_blocks_total=self.num_blocks,
-            kv_blocks_used=len(used_blocks),
+            kv_blocks_used=used,
             kv_blocks_cached=self.pool.num_cached_free_blocks,
             kv_tokens_allocated=allocated,
             kv_tokens_used=filled,
-            kv_cache_usage_perc=len(used_blocks) / self.num_blocks,
+            kv_cache_usage_perc=used / self.num_blocks,
             wasted_slots=allocated - filled,
             prefix_cache_queries_total=s.prefix_queries,
             prefix_cache_hits_total=s.prefix_hits,

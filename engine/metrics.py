@@ -61,14 +61,19 @@ class EngineMetrics:
         self.e2e = deque(maxlen=keep)
         self.window_s = window_s
         self._recent: deque[tuple[float, int, int]] = deque()  # (time, prompt tokens, generated tokens)
+        self._recent_prompt = self._recent_generated = 0  # their sums, kept as steps come and go
 
     def on_step(self, prompt_tokens: int, generated_tokens: int, now: float | None = None) -> None:
         now = time.monotonic() if now is None else now
         self.prompt_tokens_total += prompt_tokens
         self.generation_tokens_total += generated_tokens
         self._recent.append((now, prompt_tokens, generated_tokens))
+        self._recent_prompt += prompt_tokens
+        self._recent_generated += generated_tokens
         while self._recent and self._recent[0][0] < now - self.window_s:
-            self._recent.popleft()
+            _, prompt, generated = self._recent.popleft()
+            self._recent_prompt -= prompt
+            self._recent_generated -= generated
 
     def on_finish(self, req) -> None:
         self.requests_finished_total += 1
@@ -83,4 +88,4 @@ class EngineMetrics:
         if not self._recent:
             return 0.0, 0.0
         span = max(now - self._recent[0][0], 1e-3)
-        return sum(p for _, p, _ in self._recent) / span, sum(g for _, _, g in self._recent) / span
+        return self._recent_prompt / span, self._recent_generated / span

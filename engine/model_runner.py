@@ -116,21 +116,19 @@ class ModelRunner:
     MAX_DECODE_GROUPS = 4
     MAX_PREFILL_GROUPS = 2
 
-    def __init__(self, loaded: LoadedModel, kv: KVCache, compile_model: bool = False):
+    def __init__(self, loaded: LoadedModel, kv: KVCache):
         self.loaded = loaded
         self.kv = kv
         self.block_size = kv.block_size
         self.device = loaded.device
         self._positions = torch.arange(kv.num_blocks * kv.block_size, device=self.device)
         self._head_rows = torch.arange(kv.shape.num_kv_heads, device=self.device)[:, None] * kv.num_blocks
-        # A wrapper, not module.compile(): the weights are shared with engines that run eager.
-        self.model = torch.compile(loaded.model, dynamic=True) if compile_model else loaded.model
 
     @torch.inference_mode()
     def execute(self, batch: list[tuple[Request, int]]) -> tuple[list[Request], torch.Tensor]:
         """Run one step. Returns the requests that reached their last token and their logits [R, V]."""
         meta, ids, positions, sample_reqs, keep = self.prepare(batch)
-        out = self.model(
+        out = self.loaded.model(
             input_ids=ids[None], position_ids=positions[None], paged_step=meta, logits_to_keep=keep, use_cache=False,
         )
         return sample_reqs, out.logits[0]

@@ -46,25 +46,37 @@ class SamplingParams:
 
 
 def sample(logits: torch.Tensor, params: list[SamplingParams], generators: list[torch.Generator | None]) -> list[int]:
-    """One next token per row of logits [R, V], each row under its own request's parameters."""
+    """One next token per row of logits [R, V], each row under its own request's parameters.
+
+    Batched: the sampled rows are scaled, filtered and normalised together; only the draw is
+    per row for a request with its own seed, so it gets the tokens it would get alone."""
     logits = logits.float()
-    out = []
-    greedy = logits.argmax(dim=-1).tolist()  # pragma: no mutate (dim=+1 is the same axis of [R, V])
-    for i, p in enumerate(params):
-        if p.greedy:
-            out.append(greedy[i])
-            continue
-        row = logits[i] / p.temperature
-        if p.top_k:
-            kth = torch.topk(row, min(p.top_k, row.numel())).values[-1]
-            row = row.masked_fill(row < kth, float("-inf"))  # pragma: no mutate ("-INF" is -inf too)
-        if p.top_p < 1.0:  # pragma: no mutate (with top_p = 1 the filter below drops nothing)
-            sorted_logits, order = torch.sort(row, descending=True)
-            probs = torch.softmax(sorted_logits, dim=-1)
-            # keep the smallest prefix whose mass reaches top_p (the first token always stays): a
-            # token goes once the more likely ones before it hold top_p, as vLLM's sampler does
-            drop = probs.cumsum(-1) - probs >= p.top_p
-            row = row.masked_fill(torch.zeros_like(drop).scatter(0, order, drop), float("-inf"))  # pragma: no mutate
-        probs = torch.softmax(row, dim=-1)
-        out.append(int(torch.multinomial(probs, 1, generator=generators[i]).item()))
+    out = logits.argmax(dim=-1).tolist()  # pragma: no mutate (dim=+1 is the same axis of [R, V])
+    rows = [i for i, p in enumerate(params) if not p.greedy]
+    if not rows:
+        return out
+    chosen = [params[i] for i in rows]
+    dev, vocab = logits.device, logits.shape[-1]
+    x = logits[rows] / torch.tensor([p.temperature for p in chosen], device=dev)[:, None]
+    if any(p.top_k for p in chosen):
+        k = torch.tensor([min(p.top_k, vocab) if p.top_k else vocab for p in chosen], device=dev)
+        kth = x.sort(dim=-1, descending=True).values.gather(1, (k - 1)[:, None])
+        x = x.masked_fill(x < kth, float("-inf"))  # pragma: no mutate ("-INF" is -inf too)
+    if any(p.top_p < 1.0 for p in chosen):  # pragma: no mutate (with top_p = 1 the filter below drops nothing)
+        top_p = torch.tensor([p.top_p for p in chosen], device=dev)[:, None]
+        sorted_x, order = x.sort(dim=-1, descending=True)
+        probs = torch.softmax(sorted_x, dim=-1)
+        # keep the smallest prefix whose mass reaches top_p (the first token always stays): a
+        # token goes once the more likely ones before it hold top_p, as vLLM's sampler does;
+        # rows at top_p = 1 keep everything (float rounding could otherwise reach 1.0 early)
+        drop = (probs.cumsum(-1) - probs >= top_p) & (top_p < 1.0)
+        x = x.masked_fill(torch.zeros_like(drop).scatter(1, order, drop), float("-inf"))  # pragma: no mutate
+    probs = torch.softmax(x, dim=-1)
+    shared = [j for j, i in enumerate(rows) if generators[i] is None]
+    if shared:  # requests without a seed draw together from the process's generator
+        for j, token in zip(shared, torch.multinomial(probs[shared], 1).view(-1).tolist()):
+            out[rows[j]] = token
+    for j, i in enumerate(rows):
+        if generators[i] is not None:
+            out[i] = int(torch.multinomial(probs[j], 1, generator=generators[i]).item())
     return out

@@ -17,12 +17,13 @@ def _run(*args) -> str:
 
 def test_throughput_compares_every_system_on_one_budget(tiny_llama):
     out = _run("bench.throughput", "--model", tiny_llama, "--requests", "4", "--kv-tokens", "256",
-               "--max-num-seqs", "4", "--budget", "64")
+               "--max-num-seqs", "4", "--budget", "64", "--prefill-prompts", "2", "--prefill-length", "64")
     for system in ("engine continuous", "engine static", "HF generate, static, reserving max-model-len",
                    "HF generate, static, reserving the longest job", "transformers continuous batching"):
         assert re.search(rf"^{re.escape(system)}\s+\d+\s+\d+\.\d+\s+\d+\.\d+\s+\d+\.\d+×$", out, re.M), (system, out)
     assert re.search(r"KV waste, paged .*: \d+\.\d+%", out)
     assert re.search(r"engine decode: .* = \d+\.\d+% of it", out)
+    assert re.search(r"^prefill, 2 prompts × 64 tokens: engine \(one step\) [\d,]+ tok/s, one plain HF forward [\d,]+ tok/s = \d+% of it$", out, re.M), out
 
 
 def test_prefix_cache_shows_the_hits_of_a_shared_prompt_and_none_behind_a_timestamp():

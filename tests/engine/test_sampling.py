@@ -115,3 +115,16 @@ def test_eos_stops_unless_ignored(tiny_llama):
     req2 = eng.requests[eng.add_request([1, 2, 3], SamplingParams(max_tokens=5, ignore_eos=True))]
     req2.output_token_ids.append(eos)
     assert eng._check_stop(req2, eos) is None
+
+
+def test_one_batched_call_applies_each_rows_own_filters():
+    """Four rows of the same logits, four parameter sets, sampled in one call: each row keeps
+    exactly the tokens its own filters allow (top-k 2, top-p 0.5, none, greedy)."""
+    logits = torch.log(torch.tensor([[0.4, 0.3, 0.2, 0.1]])).repeat(4, 1)
+    params = [SamplingParams(top_k=2), SamplingParams(top_p=0.5), SamplingParams(), SamplingParams(temperature=0)]
+    seen = [set() for _ in params]
+    torch.manual_seed(0)
+    for _ in range(300):
+        for row, token in enumerate(sample(logits, params, [None] * 4)):
+            seen[row].add(token)
+    assert seen == [{0, 1}, {0, 1}, {0, 1, 2, 3}, {0}]
