@@ -43,12 +43,13 @@ class StepMetadata:
     slot_mapping: torch.Tensor  # [T] where each new token's K/V goes
     groups: list[AttnGroup] = field(default_factory=list)
     positions: torch.Tensor | None = None  # [max context] 0, 1, 2, … shared by the masks
+    dtype: torch.dtype = torch.float32  # the pool's, which the queries are cast to
     _masks: dict = field(default_factory=dict)  # built once per step, reused by every layer
 
     def mask(self, i: int, window: int | None, heads_per_kv: int) -> torch.Tensor:
-        """[1, rows, heads_per_kv · q_len, context]: causal (offset by what is cached), inside the
-        sliding window if the layer has one. A padded query sits at position 0, so it sees one
-        key and SDPA never meets a row with nothing to attend to."""
+        """[1, rows, heads_per_kv · q_len, context]: 0 where a query may look, -inf elsewhere.
+        Causal (offset by what is cached), inside the sliding window if the layer has one. A
+        padded query sits at position 0, so it sees one key and no row is all -inf."""
         key = (i, window, heads_per_kv)
         if key not in self._masks:
             g = self.groups[i]
@@ -59,7 +60,10 @@ class StepMetadata:
                 mask &= pos > q_pos - window
             if g.q_len > 1 and heads_per_kv > 1:  # the folded heads (see paged_attention_forward)
                 mask = mask[:, None].expand(-1, heads_per_kv, -1, -1).reshape(g.rows, heads_per_kv * g.q_len, -1)
-            self._masks[key] = mask[None]
+            # Additive (0 / -inf) in the query's dtype: SDPA would otherwise convert a boolean
+            # mask this same way in every layer.
+            bias = torch.zeros(mask.shape, dtype=self.dtype, device=mask.device).masked_fill_(~mask, float("-inf"))
+            self._masks[key] = bias[None]
         return self._masks[key]
 
 

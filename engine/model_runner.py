@@ -185,7 +185,7 @@ class ModelRunner:
         total = len(ids)
         cut = iter(flat.split([total, total, total, len(sample_idx), len(flat) - 3 * total - len(sample_idx)]))
         ids_t, pos_t, slot_t, keep_t, rest = cut
-        meta = StepMetadata(kv=self.kv, slot_mapping=slot_t, positions=self._positions)
+        meta = StepMetadata(kv=self.kv, slot_mapping=slot_t, positions=self._positions, dtype=self.kv.k[0].dtype)
         at = 0
         for rows, q_len, nb, real in layout:
             sizes = [rows * q_len, rows * q_len, rows * nb, real, real if q_len > 1 else 0]

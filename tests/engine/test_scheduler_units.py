@@ -1,0 +1,260 @@
+"""The scheduler on its own, step by step, with no model: what each step schedules, admits,
+preempts and swaps, and the bookkeeping the lesson's numbers come from (§3–§5)."""
+from collections import deque
+
+import pytest
+import torch
+
+from engine.block_pool import BlockPool
+from engine.config import EngineConfig
+from engine.kv_cache import KVCache, KVShape
+from engine.request import Request, Status
+from engine.sampling import SamplingParams
+from engine.scheduler import CpuBlocks, Scheduler
+
+BS = 4  # tokens per block
+
+
+def scheduler(path, *, blocks=16, seats=4, budget=64, cpu_blocks=0, **config) -> Scheduler:
+    cfg = EngineConfig(model=path, block_size=BS, num_blocks=blocks, max_num_seqs=seats,
+                       max_num_batched_tokens=budget, **config)
+    kv = KVCache(KVShape(1, 1, 2), blocks, BS, torch.float32, "cpu", cpu_blocks)
+    return Scheduler(cfg, BlockPool(blocks, cfg.enable_prefix_caching), kv,
+                     CpuBlocks(cpu_blocks) if cpu_blocks else None, max_tokens_per_request=blocks * BS)
+
+
+def request(rid: str, tokens) -> Request:
+    ids = list(range(1, tokens + 1)) if isinstance(tokens, int) else list(tokens)
+    return Request(rid, ids, SamplingParams(max_tokens=100))
+
+
+def step(s: Scheduler):
+    """One engine step without the model: schedule, compute, and a new token for every request
+    that caught up (what LLMEngine._postprocess does)."""
+    out = s.schedule()
+    for req, n in out.scheduled:
+        s.on_computed(req, n)
+        if req.num_computed_tokens == req.num_tokens:
+            req.output_token_ids.append(99)
+    return out
+
+
+def scheduled(out) -> list[tuple[str, int]]:
+    return [(r.request_id, n) for r, n in out.scheduled]
+
+
+def test_running_requests_go_first_and_the_token_budget_splits_each_step(tiny_llama):
+    s = scheduler(tiny_llama, budget=6)
+    a, b = request("a", 10), request("b", range(101, 111))
+    s.add(a)
+    s.add(b)
+    first = step(s)
+    assert scheduled(first) == [("a", 6)] and first.admitted == [a], "the budget is gone: b waits"
+    assert scheduled(step(s)) == [("a", 4), ("b", 2)], "a's last prompt tokens first, then b's first chunk"
+    assert scheduled(step(s)) == [("a", 1), ("b", 5)], "a decodes one token, b takes the rest of the budget"
+    assert scheduled(step(s)) == [("a", 1), ("b", 3)]
+    assert s.waiting == deque() and s.running == [a, b]
+
+
+def test_block_fill_and_prefix_registration_follow_the_computed_tokens(tiny_llama):
+    s = scheduler(tiny_llama, budget=6)
+    a = request("a", 10)
+    s.add(a)
+    step(s)  # 6 tokens: one full block and one with 2 slots filled
+    assert [s.pool.blocks[b].num_tokens for b in a.block_ids] == [4, 2]
+    assert a.num_hashed_blocks == 1 and len(s.pool.cached) == 1
+    step(s)  # 10 tokens
+    assert [s.pool.blocks[b].num_tokens for b in a.block_ids] == [4, 4, 2]
+    assert a.num_hashed_blocks == 2 and set(s.pool.cached.values()) == set(a.block_ids[:2])
+
+
+def test_a_new_block_only_when_the_last_one_is_full(tiny_llama):
+    s = scheduler(tiny_llama)
+    a = request("a", 5)
+    s.add(a)
+    assert step(s).allocated == [("a", a.block_ids)] and len(a.block_ids) == 2  # 5 tokens: 4 + 1
+    for _ in range(3):  # tokens 6, 7, 8 fit the second block
+        assert step(s).allocated == []
+    grown = step(s)  # token 9 needs a third block
+    assert grown.allocated == [("a", [a.block_ids[2]])] and len(a.block_ids) == 3
+
+
+def test_a_prefix_hit_shares_full_blocks_counts_its_tokens_and_recomputes_the_rest(tiny_llama):
+    s = scheduler(tiny_llama)
+    system = list(range(1, 9))  # two full blocks
+    a, b = request("a", system + [50]), request("b", system + [60])
+    s.add(a)
+    step(s)
+    s.add(b)
+    out = step(s)
+    assert out.prefix_hits == [("b", a.block_ids[:2], 8)]
+    assert b.block_ids[:2] == a.block_ids[:2] and b.block_ids[2] != a.block_ids[2]
+    assert [s.pool.blocks[i].ref_cnt for i in b.block_ids] == [2, 2, 1]
+    assert ("b", 1) in scheduled(out), "only the token after the shared prefix is computed"
+    assert (b.num_computed_tokens, b.num_cached_tokens, b.num_hashed_blocks) == (9, 8, 2)
+    assert (s.prefix_queries, s.prefix_hits) == (18, 8), "queries count every prompt token, hits the shared ones"
+
+
+def test_without_prefix_caching_nothing_is_looked_up_or_counted(tiny_llama):
+    s = scheduler(tiny_llama, enable_prefix_caching=False)
+    a, b = request("a", 9), request("b", 9)
+    s.add(a)
+    step(s)
+    s.add(b)
+    out = step(s)
+    assert out.prefix_hits == [] and set(a.block_ids).isdisjoint(b.block_ids)
+    assert (s.prefix_queries, s.prefix_hits, len(s.pool.cached)) == (0, 0, 0)
+
+
+def test_cached_blocks_that_a_hit_reuses_are_not_counted_as_free_room(tiny_llama):
+    """Two cached blocks sit in the free queue; a request that hits them cannot also count them
+    as room for its new blocks (it would run out half-way through allocating)."""
+    for blocks, admitted in ((4, False), (5, True)):
+        s = scheduler(tiny_llama, blocks=blocks)
+        a = request("a", 9)
+        s.add(a)
+        step(s)
+        s.finish(a, Status.FINISHED_STOPPED)  # its two full blocks stay cached, unowned
+        b = request("b", list(range(1, 9)) + list(range(70, 79)))  # the same 8 + 9 more: 5 blocks
+        s.add(b)
+        out = step(s)
+        assert (b in s.running) is admitted, blocks
+        assert out.admitted == ([b] if admitted else []) and (b in s.waiting) is not admitted
+
+
+def test_a_step_that_preempts_admits_nobody_and_the_victim_waits_first_in_line(tiny_llama):
+    s = scheduler(tiny_llama, blocks=4)
+    a, b = request("a", 7), request("b", 7)
+    s.add(a)
+    s.add(b)
+    step(s)  # both prompts: all four blocks
+    step(s)  # 8 tokens each: still two blocks each
+    c = request("c", 1)
+    s.add(c)
+    out = step(s)  # a needs a third block: b, the latest admitted, gives its blocks back
+    assert out.preempted == [(b, "recompute")] and out.freed == [("b", out.freed[0][1])]
+    assert out.admitted == [], "a step that preempted admits no one, though a seat and a block are free"
+    assert list(s.waiting) == [b, c] and s.running == [a]
+    assert (b.status, b.num_computed_tokens, b.block_ids, b.num_hashed_blocks) == (Status.WAITING, 0, [], 0)
+    assert (s.num_preemptions, b.num_preemptions, a.num_preemptions) == (1, 1, 0)
+
+
+def test_a_readmitted_request_keeps_its_first_admission_figures(tiny_llama):
+    """After a recompute preemption the victim's own full blocks stay cached, so its re-admission
+    hits them; what it reports as cached prompt tokens and first scheduled time stay those of
+    its first admission."""
+    s = scheduler(tiny_llama, blocks=5)
+    a, b = request("a", range(101, 108)), request("b", 9)  # 2 blocks + 3 blocks: the whole pool
+    s.add(a)
+    s.add(b)
+    step(s)
+    assert b.status is Status.RUNNING
+    first_time, cached = b.first_scheduled_time, b.num_cached_tokens
+    while b.status is Status.RUNNING:  # a's third block comes from b
+        step(s)
+    s.finish(a, Status.FINISHED_STOPPED)
+    out = step(s)
+    assert out.admitted == [b] and out.prefix_hits == [("b", b.block_ids[:2], 8)]
+    assert (b.first_scheduled_time, b.num_cached_tokens) == (first_time, cached) == (first_time, 0)
+
+
+def test_admission_order_decides_the_victim(tiny_llama):
+    s = scheduler(tiny_llama, blocks=6, seats=3)
+    reqs = [request(r, 7) for r in "abc"]
+    for r in reqs:
+        s.add(r)
+    step(s)
+    assert [r.admitted_seq for r in reqs] == [1, 2, 3]
+    while not s.num_preemptions:
+        out = step(s)
+    assert out.preempted[0][0] is reqs[2]
+
+
+def swapping(path, blocks=4, cpu_blocks=8):
+    return scheduler(path, blocks=blocks, cpu_blocks=cpu_blocks, preemption_mode="swap")
+
+
+def test_a_swapped_out_request_holds_cpu_blocks_and_no_one_is_admitted_before_it(tiny_llama):
+    s = swapping(tiny_llama)
+    a, b = request("a", 7), request("b", 7)
+    s.add(a)
+    s.add(b)
+    step(s)
+    step(s)
+    out = step(s)
+    assert out.preempted == [(b, "swap")] and list(s.swapped) == [b]
+    assert b.status is Status.SWAPPED and len(b.cpu_block_ids) == 2 and b.block_ids == []
+    assert len(s.cpu_blocks.free) == 6 and b.num_computed_tokens == 8, "its computed tokens travel with it"
+    c = request("c", 1)
+    s.add(c)
+    out = step(s)  # one block free: c would fit, but swapped requests go first
+    assert out.admitted == [] and list(s.waiting) == [c]
+
+
+def test_swap_in_waits_for_room_to_grow_then_restores_fill_and_order(tiny_llama):
+    s = swapping(tiny_llama, blocks=5)
+    a, b = request("a", 7), request("b", 7)
+    for r in (a, b):
+        s.add(r)
+    step(s)
+    step(s)
+    while not s.swapped:
+        step(s)
+    # b holds 2 CPU blocks; it comes back only when 3 are free (its 2 and one to grow into)
+    while s.pool.num_free_blocks < 3:
+        assert step(s).swapped_in == []
+        assert b in s.swapped
+    s.finish(a, Status.FINISHED_STOPPED)
+    out = step(s)
+    assert out.swapped_in == [b] and b.status is Status.RUNNING and s.running[-1] is b
+    assert b.cpu_block_ids == [] and len(s.cpu_blocks.free) == 8, "its CPU blocks are released"
+    assert [s.pool.blocks[i].num_tokens for i in b.block_ids[:2]] == [4, 4]
+    assert b.admitted_seq == 3, "swapped back in counts as its newest admission"
+    assert b.num_hashed_blocks == 2
+
+
+def test_finish_takes_a_request_out_of_every_queue_and_gives_back_every_block(tiny_llama):
+    s = swapping(tiny_llama)
+    a, b = request("a", 7), request("b", 7)
+    s.add(a)
+    s.add(b)
+    step(s)
+    step(s)
+    step(s)  # b is swapped out now
+    cpu_free = len(s.cpu_blocks.free)
+    assert s.finish(b, Status.FINISHED_ABORTED) == [] and b.status is Status.FINISHED_ABORTED
+    assert len(s.cpu_blocks.free) == cpu_free + 2 and b.cpu_block_ids == [] and not s.swapped
+    held = list(a.block_ids)
+    assert s.finish(a, Status.FINISHED_STOPPED) == held
+    assert a.block_ids == [] and s.running == [] and s.pool.num_used_blocks == 0
+    assert not s.has_unfinished()
+
+
+@pytest.mark.parametrize("budget", [4, 64])
+def test_static_batching_reserves_whole_prompts_at_admission_even_past_the_budget(tiny_llama, budget):
+    s = scheduler(tiny_llama, budget=budget, scheduling="static", seats=2)
+    a, b, c = request("a", 10), request("b", 9), request("c", 3)
+    for r in (a, b, c):
+        s.add(r)
+    out = step(s)
+    assert out.admitted == [a, b], "the whole batch is admitted at once"
+    assert (len(a.block_ids), len(b.block_ids)) == (3, 3), "blocks for each whole prompt, now"
+    assert s.static_batch == {"a", "b"} and list(s.waiting) == [c]
+    s.finish(a, Status.FINISHED_STOPPED)
+    assert step(s).admitted == [], "c waits until every member of the batch is done"
+    s.finish(b, Status.FINISHED_STOPPED)
+    assert step(s).admitted == [c] and s.static_batch == {"c"}
+
+
+def test_static_batching_with_a_prefix_hit_reserves_the_rest_of_the_prompt(tiny_llama):
+    s = scheduler(tiny_llama, budget=4, scheduling="static")
+    a = request("a", 9)
+    s.add(a)
+    while a.num_computed_tokens < 9:
+        step(s)
+    s.finish(a, Status.FINISHED_STOPPED)
+    b = request("b", list(range(1, 9)) + [40, 41, 42, 43, 44])  # 13 tokens: 2 blocks shared, 2 new
+    s.add(b)
+    out = step(s)
+    assert out.prefix_hits == [("b", b.block_ids[:2], 8)] and len(b.block_ids) == 4
+    assert scheduled(out) == [("b", 4)], "the step computes up to its budget past the hit"
