@@ -28,8 +28,8 @@ MODULES = {
                                       "tests/courseapp/lti/test_lti.py"],
     "engine/block_pool.py": ["tests/engine/test_block_pool.py", "tests/engine/test_block_pool_properties.py"],
     "engine/sampling.py": ["tests/engine/test_sampling.py"],
-    "engine/scheduler.py": ["tests/engine/test_scheduling.py", "tests/engine/test_scheduler_properties.py",
-                            "tests/engine/test_parity.py"],
+    "engine/scheduler.py": ["tests/engine/test_scheduler_units.py", "tests/engine/test_scheduling.py",
+                            "tests/engine/test_scheduler_properties.py", "tests/engine/test_parity.py"],
     "courseapp/demo/host.py": ["tests/courseapp/demo/test_lifecycle.py", "tests/courseapp/demo/test_scenes.py",
                                "tests/courseapp/serving/test_engine_core.py"],
 }

@@ -42,3 +42,10 @@ def test_gpu_check_runs_on_the_cpu_with_its_flag_and_prints_one_table():
         assert re.search(rf"^{row}\s+[\d,]+ tok/s", out, re.M), (row, out)
     assert re.search(r"^engine ÷ HF static\s+\d+\.\d+×", out, re.M), out
     assert re.search(r"^decode FLOP rate ÷ measured GEMM rate\s+\d+\.\d+% of \d+\.\d+ TFLOP/s", out, re.M), out
+
+
+def test_engine_ab_interleaves_two_trees_and_prints_the_medians(tiny_llama):
+    out = _run("bench.engine_ab", "--before", str(ROOT), "--rounds", "1", "--requests", "3",
+               "--kv-tokens", "1024", "--model", tiny_llama)
+    assert re.search(r"^\s+1 before\s+\d+\.\d+\s+\d+\.\d+$", out, re.M) and re.search(r"^\s+1 after\s+\d+\.\d+", out, re.M), out
+    assert re.search(r"^median seconds: before \d+\.\d+, after \d+\.\d+ \(after ÷ before \d+\.\d+\); decode tok/s", out, re.M), out
