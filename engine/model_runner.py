@@ -80,8 +80,9 @@ def _groups(items: list[tuple[int, int]], max_groups: int) -> list[list[int]]:
     """Split requests, given as (new tokens, context length), into groups attended together.
 
     A group pads every member to its longest run of new tokens and its longest context, so a
-    request joins the group before it only while the padded work stays within PADDING_LIMIT times the
-    real work; each group costs a few calls per layer, so there are at most `max_groups`."""
+    request joins the group before it only while the padded work stays within PADDING_LIMIT
+    times the real work; each group costs a few calls per layer, so there are at most
+    `max_groups`."""
     order = sorted(range(len(items)), key=items.__getitem__)
     groups: list[list[int]] = []
     real = longest_q = longest_ctx = 0
@@ -127,13 +128,15 @@ class ModelRunner:
     @torch.inference_mode()
     def execute(self, batch: list[tuple[Request, int]]) -> tuple[list[Request], torch.Tensor]:
         """Run one step. Returns the requests that reached their last token and their logits [R, V]."""
-        meta, ids, positions, sample_reqs, keep = self.prepare(batch)
+        meta, ids, positions, sample_reqs, sample_rows = self.prepare(batch)
         out = self.loaded.model(
-            input_ids=ids[None], position_ids=positions[None], paged_step=meta, logits_to_keep=keep, use_cache=False,
+            input_ids=ids[None], position_ids=positions[None], paged_step=meta, logits_to_keep=sample_rows,
+            use_cache=False,
         )
         return sample_reqs, out.logits[0]
 
     def prepare(self, batch: list[tuple[Request, int]]):
+        """(StepMetadata, token ids [T], positions [T], requests to sample, their rows in the step)."""
         bs = self.block_size
         ids: list[int] = []
         positions: list[int] = []
@@ -183,8 +186,8 @@ class ModelRunner:
 
         flat = torch.tensor(buf, dtype=torch.long, device=self.device)  # the step's one host → device copy
         total = len(ids)
-        cut = iter(flat.split([total, total, total, len(sample_idx), len(flat) - 3 * total - len(sample_idx)]))
-        ids_t, pos_t, slot_t, keep_t, rest = cut
+        ids_t, pos_t, slot_t, sample_t, rest = flat.split(
+            [total, total, total, len(sample_idx), len(flat) - 3 * total - len(sample_idx)])
         meta = StepMetadata(kv=self.kv, slot_mapping=slot_t, positions=self._positions, dtype=self.kv.k[0].dtype)
         at = 0
         for rows, q_len, nb, real in layout:
@@ -195,4 +198,4 @@ class ModelRunner:
                 rows=rows, q_len=q_len, num_blocks=nb, q_idx=q_idx, q_pos=q_pos.view(rows, q_len),
                 blocks=(self._head_rows + blocks).reshape(-1), out_idx=out_idx, keep=keep if q_len > 1 else None,
             ))
-        return meta, ids_t, pos_t, sample_reqs, keep_t
+        return meta, ids_t, pos_t, sample_reqs, sample_t
