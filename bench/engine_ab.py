@@ -13,35 +13,24 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve()
 
 
 def child(requests: int, kv_tokens: int, model: str | None) -> None:
-    """Runs inside the tree under test (its `engine` and `bench` come first on sys.path)."""
+    """Runs inside the tree under test (its `engine` and `bench` come first on sys.path), with
+    that tree's own bench.throughput.run_engine."""
+    from bench.throughput import run_engine
     from bench.workload import make_jobs, ordinary_token_ids
-    from engine import EngineConfig, LLMEngine, SamplingParams
     from engine.config import DEFAULT_MODEL
     from engine.model_runner import load_model
 
     path = model or DEFAULT_MODEL
     loaded = load_model(path)
     jobs = make_jobs(requests, ordinary_token_ids(loaded.tokenizer, loaded.model.config.vocab_size), seed=0)
-    engine = LLMEngine(EngineConfig(model=path, block_size=16, num_blocks=kv_tokens // 16, max_num_seqs=64,
-                                    max_num_batched_tokens=1024))
-    for i, job in enumerate(jobs):
-        engine.add_request(job.prompt, SamplingParams(temperature=0, max_tokens=job.max_tokens, ignore_eos=True), f"j{i}")
-    decode_tokens = decode_s = 0.0
-    began = time.perf_counter()
-    while engine.has_unfinished_requests():
-        event = engine.step()
-        engine.metrics_snapshot()
-        if event.scheduled and all(s.decode_tokens == 1 and s.prefill_tokens == 0 for s in event.scheduled):
-            decode_tokens += len(event.scheduled)
-            decode_s += event.duration_ms / 1000
-    print(f"{time.perf_counter() - began:.3f} {decode_tokens / decode_s if decode_s else 0.0:.1f}")
+    result = run_engine(path, jobs, kv_tokens, 16, "continuous", 64, 1024)
+    print(f"{result['seconds']:.3f} {result['decode_tok_s']:.1f}")
 
 
 def run(tree: Path, args) -> tuple[float, float]:

@@ -174,14 +174,21 @@ def swapping(path, blocks=4, cpu_blocks=8):
     return scheduler(path, blocks=blocks, cpu_blocks=cpu_blocks, preemption_mode="swap")
 
 
-def test_a_swapped_out_request_holds_cpu_blocks_and_no_one_is_admitted_before_it(tiny_llama):
-    s = swapping(tiny_llama)
+def preempt_the_second_of_two(s: Scheduler):
+    """Two 7-token requests, stepped until the pool runs short and b, the later admitted, is
+    preempted. Returns a, b and the step that preempted."""
     a, b = request("a", 7), request("b", 7)
     s.add(a)
     s.add(b)
-    step(s)
-    step(s)
-    out = step(s)
+    while True:
+        out = step(s)
+        if out.preempted:
+            return a, b, out
+
+
+def test_a_swapped_out_request_holds_cpu_blocks_and_no_one_is_admitted_before_it(tiny_llama):
+    s = swapping(tiny_llama)
+    a, b, out = preempt_the_second_of_two(s)
     assert out.preempted == [(b, "swap")] and list(s.swapped) == [b]
     assert b.status is Status.SWAPPED and len(b.cpu_block_ids) == 2 and b.block_ids == []
     assert len(s.cpu_blocks.free) == 6 and b.num_computed_tokens == 8, "its computed tokens travel with it"
@@ -193,13 +200,7 @@ def test_a_swapped_out_request_holds_cpu_blocks_and_no_one_is_admitted_before_it
 
 def test_swap_in_waits_for_room_to_grow_then_restores_fill_and_order(tiny_llama):
     s = swapping(tiny_llama, blocks=5)
-    a, b = request("a", 7), request("b", 7)
-    for r in (a, b):
-        s.add(r)
-    step(s)
-    step(s)
-    while not s.swapped:
-        step(s)
+    a, b, _ = preempt_the_second_of_two(s)
     # b holds 2 CPU blocks; it comes back only when 3 are free (its 2 and one to grow into)
     while s.pool.num_free_blocks < 3:
         assert step(s).swapped_in == []
@@ -215,12 +216,7 @@ def test_swap_in_waits_for_room_to_grow_then_restores_fill_and_order(tiny_llama)
 
 def test_finish_takes_a_request_out_of_every_queue_and_gives_back_every_block(tiny_llama):
     s = swapping(tiny_llama)
-    a, b = request("a", 7), request("b", 7)
-    s.add(a)
-    s.add(b)
-    step(s)
-    step(s)
-    step(s)  # b is swapped out now
+    a, b, _ = preempt_the_second_of_two(s)  # b is swapped out now
     cpu_free = len(s.cpu_blocks.free)
     assert s.finish(b, Status.FINISHED_ABORTED) == [] and b.status is Status.FINISHED_ABORTED
     assert len(s.cpu_blocks.free) == cpu_free + 2 and b.cpu_block_ids == [] and not s.swapped
