@@ -55,9 +55,12 @@ def build(config, device, dtype, seed=0):
     return model.eval()
 
 
+_scratch = tempfile.TemporaryDirectory(prefix="gpu-check-")  # removed when the process exits
+
+
 def config_folder(config) -> str:
     """EngineConfig wants a checkpoint folder; the weights themselves are handed over in memory."""
-    folder = tempfile.mkdtemp(prefix="gpu-check-")
+    folder = tempfile.mkdtemp(dir=_scratch.name)
     config.save_pretrained(folder)
     return folder
 
