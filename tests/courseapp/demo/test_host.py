@@ -1,0 +1,377 @@
+"""The demo's host (courseapp/demo/host.py) on its own, with the shipped model and small specs: what
+a RunSession does with its script and each command, how it ends, and what EmbeddedHost keeps. No
+database: a session never touches it (its host reports through callbacks)."""
+import threading
+import time
+from datetime import datetime, timezone as dt_timezone
+
+import pytest
+
+from courseapp.demo import frames, host
+from courseapp.demo.host import EmbeddedHost, RunSession
+from tests.courseapp.demo.watcher import Watcher
+
+CONFIG = dict(block_size=16, num_blocks=64, max_num_seqs=4, max_num_batched_tokens=256, enable_prefix_caching=True,
+              preemption_mode="recompute", scheduling="continuous", max_model_len=512)
+HANG_GUARD_S = 60  # a bound on waiting for a thread, not a timing: every wait below ends far sooner
+
+
+def make_spec(**extra) -> dict:
+    return {"lanes": [{"name": "a", "label": "Lane A", "config": dict(CONFIG)}], "step_delay": 0, **extra}
+
+
+def wait_for(condition, what: str):
+    deadline = time.monotonic() + HANG_GUARD_S
+    while not condition():
+        assert time.monotonic() < deadline, f"never: {what}"
+        time.sleep(0.005)
+
+
+def started(spec: dict) -> tuple[RunSession, Watcher, threading.Thread]:
+    """A session running in a thread, its engines built."""
+    watcher = Watcher()
+    session = RunSession("run-1", spec, publish=watcher)
+    thread = threading.Thread(target=session.run, daemon=True)
+    thread.start()
+    wait_for(session.has_started, "the engines were built")
+    return session, watcher, thread
+
+
+def ended(session: RunSession, thread: threading.Thread) -> None:
+    thread.join(HANG_GUARD_S)
+    if thread.is_alive():
+        session.command({"type": "stop"})  # let the thread go, then say so
+        pytest.fail("the run did not end")
+
+
+def run_through(session: RunSession) -> None:
+    """Run a session to its end in a thread: a run that never ends fails the test instead of hanging it."""
+    thread = threading.Thread(target=session.run, daemon=True)
+    thread.start()
+    ended(session, thread)
+
+
+def loop_rounds(session: RunSession, n: int = 3) -> None:
+    """Wait until the session's loop has come round n more times."""
+    for _ in range(n):
+        before = session.last_tick
+        wait_for(lambda: session.last_tick != before, "the loop came round")
+
+
+@pytest.fixture
+def every_step_a_frame(monkeypatch):
+    monkeypatch.setattr(frames, "MAX_FPS", float("inf"))
+
+
+# --- a scripted run --------------------------------------------------------------------------------
+
+def test_a_scripted_run_serves_every_request_on_its_lanes_when_it_arrives_then_ends_finished(every_step_a_frame):
+    long_question = "배송이 언제 오나요? " * 20
+    spec = make_spec(
+        lanes=[{"name": "a", "label": "Lane A", "config": dict(CONFIG)},
+               {"name": "b", "config": {**CONFIG, "enable_prefix_caching": False}}],
+        requests=[{"at": 3, "user": "늦게 온 질문", "max_tokens": 4, "ignore_eos": True},
+                  {"at": 0, "user": long_question, "system": "친절하게", "max_tokens": 5, "ignore_eos": True}],
+        lane_requests={"b": [{"at": 1, "prompt": "hello there", "max_tokens": 3, "ignore_eos": True, "key": "mine"}]},
+    )
+    watcher = Watcher()
+    session = RunSession("run-1", spec, publish=watcher)
+    run_through(session)
+
+    last = watcher.frames[-1]
+    assert (last["status"], last["reason"]) == ("finished", "")
+    assert session.end() == {"status": "finished", "reason": ""}
+    a, b = ({lane["name"]: lane for lane in last["lanes"]}[name] for name in ("a", "b"))
+    assert (a["label"], b["label"]) == ("Lane A", "b")  # a lane without a label shows its name
+    # sorted by arrival: the request due at step 0 is the first one each lane saw
+    assert [r["id"] for r in a["requests"]] == ["s1", "s0"]
+    assert [r["id"] for r in b["requests"]] == ["s1", "mine", "s0"]  # its own request, under its own key
+    chat = session.lanes[0].engine.encode_chat([{"role": "system", "content": "친절하게"}, {"role": "user", "content": long_question}])
+    first = {r["id"]: r for r in a["requests"]}["s1"]
+    assert first["prompt_tokens"] == len(chat) and first["max_tokens"] == 5 and first["output_tokens"] == 5
+    assert first["prompt"] == long_question[:120] and first["owner"] == ""
+    mine = {r["id"]: r for r in b["requests"]}["mine"]
+    assert mine["prompt_tokens"] == len(session.lanes[1].engine.tokenizer.encode("hello there"))
+    assert all(r["status"] == "finished" for lane in (a, b) for r in lane["requests"])
+    # each arrived at its step: before it, its timeline is blank
+    assert a["timeline"]["s0"].startswith("   ") and a["timeline"]["s0"][3] != " "
+    assert b["timeline"]["mine"][0] == " " and b["timeline"]["mine"][1] != " "
+    assert len(session.trace) == a["step"]  # one trace frame per engine step
+
+
+def test_time_passes_while_nothing_runs_until_the_next_scripted_arrival():
+    spec = make_spec(requests=[{"at": 5, "user": "혼자 온 질문", "max_tokens": 2, "ignore_eos": True}])
+    watcher = Watcher()
+    run_through(RunSession("run-1", spec, publish=watcher))
+    lane = watcher.frames[-1]["lanes"][0]
+    assert lane["requests"][0]["status"] == "finished"
+    assert lane["step"] == 2  # its prompt (which gives the first token), then one decode: the empty ticks before it were no steps
+
+
+def test_each_block_shows_the_text_it_holds():
+    spec = make_spec(requests=[{"at": 0, "user": "블록마다 어떤 글자가 들어가는지 보여 주세요. " * 3, "max_tokens": 20, "ignore_eos": True}])
+    session = RunSession("run-1", spec, publish=Watcher())
+    run_through(session)
+    engine, state = session.lanes[0].engine, session.lanes[0].state
+    ids, texts = engine.requests["s0"].all_token_ids, state.block_text["s0"]
+    computed = state.requests["s0"]["prompt_tokens"] + 20 - 1  # the last token sampled is never fed back
+    assert texts == [engine.tokenizer.decode(ids[i : min(i + 16, computed)]) for i in range(0, computed, 16)]
+    assert len(texts) == -(-computed // 16)
+    assert all(texts[:-1])  # every full block has text
+
+
+# --- commands --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("value", "speed"), [(100, 8.0), (0.01, 0.125), ("2", 2.0)])
+def test_speed_is_kept_between_an_eighth_and_eight_times(value, speed):
+    spec = make_spec(requests=[{"at": 0, "user": "질문", "max_tokens": 1}])
+    watcher = Watcher()
+    session = RunSession("run-1", spec, publish=watcher)
+    session.command({"type": "speed", "value": value})
+    run_through(session)
+    assert watcher.frames[-1]["speed"] == speed
+
+
+@pytest.mark.parametrize(("cmd", "status", "reason", "message"), [
+    ({"type": "stop"}, "stopped", "owner", ""),
+    ({"type": "stop", "reason": "no_viewer"}, "expired", "no_viewer", ""),
+    ({"type": "stop", "reason": "never_picked_up"}, "expired", "never_picked_up", ""),
+    ({"type": "stop", "reason": "worker_lost", "status": "failed", "message": "its worker was lost"}, "failed", "worker_lost", "its worker was lost"),
+    ({"type": "stop", "reason": "owner", "status": "finished"}, "stopped", "owner", ""),  # only an ending status is taken
+])
+def test_a_stop_ends_the_run_with_the_status_and_reason_it_carries(cmd, status, reason, message):
+    spec = make_spec(open=True)
+    session, watcher, thread = started(spec)
+    session.command(cmd)
+    ended(session, thread)
+    last = watcher.frames[-1]
+    assert (last["status"], last["reason"], last["message"]) == (status, reason, message)
+    assert session.end() == {"status": status, "reason": reason}
+
+
+def test_a_learners_prompts_join_an_open_run_under_their_own_keys_and_a_refused_one_says_why(every_step_a_frame):
+    session, watcher, thread = started(make_spec(open=True, system="짧게 답하세요."))
+    session.command({"type": "submit", "prompt": "첫 질문", "max_tokens": "3", "owner": "learner-7"})
+    session.command({"type": "submit", "prompt": "못 받는 질문", "max_tokens": 0, "owner": "learner-7"})
+    wait_for(lambda: "u2" in session.lanes[0].state.requests or watcher.frames[-1]["message"], "the second prompt was answered")
+    wait_for(lambda: watcher.frames[-1]["message"], "the refusal was shown")
+    refused = watcher.frames[-1]["message"]
+    assert "max_tokens" in refused
+    session.command({"type": "submit", "prompt": "세 번째 질문", "max_tokens": 2, "owner": "learner-8"})
+    wait_for(lambda: "u3" in session.lanes[0].state.requests and not watcher.frames[-1]["message"], "the third prompt joined")
+    wait_for(lambda: not session.lanes[0].engine.has_unfinished_requests(), "both answered")
+    session.command({"type": "stop"})
+    ended(session, thread)
+    requests = {r["id"]: r for r in watcher.frames[-1]["lanes"][0]["requests"]}
+    assert set(requests) == {"u1", "u3"}  # the refused one took its number and joined nothing
+    assert (requests["u1"]["owner"], requests["u1"]["max_tokens"]) == ("learner-7", 3)
+    assert requests["u3"]["owner"] == "learner-8"
+    chat = session.lanes[0].engine.encode_chat([{"role": "system", "content": "짧게 답하세요."}, {"role": "user", "content": "첫 질문"}])
+    assert requests["u1"]["prompt_tokens"] == len(chat)  # the run's system prompt comes first
+
+
+def test_a_paused_run_steps_once_per_step_command_and_runs_again_on_resume(every_step_a_frame):
+    spec = make_spec(start_paused=True, requests=[{"at": 0, "user": "한 걸음씩", "max_tokens": 6, "ignore_eos": True}])
+    session, watcher, thread = started(spec)
+    state = session.lanes[0].state
+    loop_rounds(session)
+    assert state.step == 0 and watcher.frames[-1]["paused"]
+    session.command({"type": "step"})
+    wait_for(lambda: state.step == 1, "one step")
+    loop_rounds(session)
+    assert state.step == 1  # one command, one step
+    session.command({"type": "step"})
+    wait_for(lambda: state.step == 2, "a second step")
+    session.command({"type": "resume"})
+    ended(session, thread)  # a scripted run ends when its script is done
+    last = watcher.frames[-1]
+    assert not last["paused"] and last["status"] == "finished" and last["lanes"][0]["step"] > 2
+
+
+def test_pause_holds_a_running_run():
+    spec = make_spec(open=True)
+    session, watcher, thread = started(spec)
+    session.command({"type": "pause"})
+    session.command({"type": "submit", "prompt": "멈춘 동안 온 질문", "max_tokens": 4})
+    wait_for(lambda: "u1" in session.lanes[0].state.requests, "the prompt joined")
+    loop_rounds(session)
+    assert session.lanes[0].state.step == 0
+    session.command({"type": "stop"})
+    ended(session, thread)
+    assert watcher.frames[-1]["paused"] is True
+
+
+# --- how a run ends by itself ----------------------------------------------------------------------
+
+def test_a_paused_run_that_nobody_touches_expires_and_says_until_when():
+    spec = make_spec(start_paused=True, paused_idle_s=1.0, requests=[{"at": 0, "user": "질문", "max_tokens": 2}])
+    session, watcher, thread = started(spec)
+    wait_for(lambda: session.idle_until() is not None, "an idle deadline")
+    until = session.idle_until()
+    now = datetime.now(dt_timezone.utc)
+    assert 0 < (until - now).total_seconds() <= 1.0
+    ended(session, thread)
+    assert (watcher.frames[-1]["status"], watcher.frames[-1]["reason"]) == ("expired", "paused_idle")
+    assert session.idle_until() is None  # ended: no deadline left
+
+
+def test_a_command_puts_the_paused_runs_idle_deadline_back():
+    spec = make_spec(start_paused=True, paused_idle_s=2.0, requests=[{"at": 0, "user": "질문", "max_tokens": 2}])
+    session, _watcher, thread = started(spec)
+    wait_for(lambda: session.idle_until() is not None, "an idle deadline")
+    first = session.idle_until()
+    time.sleep(0.3)
+    session.command({"type": "speed", "value": 2})
+    wait_for(lambda: session.idle_until() > first, "the deadline moved on")
+    session.command({"type": "snapshot"})  # a viewer asking for the picture is not a person acting
+    moved = session.idle_until()
+    loop_rounds(session)
+    assert abs((session.idle_until() - moved).total_seconds()) < 0.1
+    session.command({"type": "stop"})
+    ended(session, thread)
+
+
+def test_an_open_run_with_nothing_to_do_closes_after_its_idle_limit(monkeypatch):
+    monkeypatch.setattr(host, "IDLE_CLOSE_S", 0.3)
+    session, watcher, thread = started(make_spec(open=True))
+    ended(session, thread)
+    assert (watcher.frames[-1]["status"], watcher.frames[-1]["reason"]) == ("expired", "idle")
+
+
+def test_a_run_ends_at_its_lifetime_even_while_busy():
+    spec = make_spec(max_run_s=0.3, step_delay=0.05,
+                     requests=[{"at": 0, "user": "아주 긴 답을 주세요", "max_tokens": 400, "ignore_eos": True}])
+    session, watcher, thread = started(spec)
+    ended(session, thread)
+    assert (watcher.frames[-1]["status"], watcher.frames[-1]["reason"]) == ("expired", "lifetime")
+    assert session.lanes[0].engine.has_unfinished_requests()
+
+
+# --- what the host reports -------------------------------------------------------------------------
+
+def test_a_session_is_ticking_while_it_builds_and_while_its_loop_comes_round():
+    session = RunSession("run-1", make_spec(), publish=Watcher())
+    assert session.is_ticking() and not session.has_started()
+    session.started, session.last_tick = True, time.monotonic() - host.TICKING_WITHIN_S - 1
+    assert not session.is_ticking()  # started, and the loop has not come round lately: hung
+    session.last_tick = time.monotonic() - host.TICKING_WITHIN_S + 1
+    assert session.is_ticking()
+
+
+def test_run_to_end_gives_the_trace_and_how_it_ended():
+    spec = make_spec(requests=[{"at": 0, "user": "질문", "max_tokens": 2, "ignore_eos": True}])
+    session, ends = RunSession("run-1", spec, publish=Watcher()), []
+    thread = threading.Thread(target=lambda: ends.append(session.run_to_end(lambda: False)), daemon=True)
+    thread.start()
+    ended(session, thread)
+    end = ends[0]
+    assert (end["status"], end["reason"]) == ("finished", "") and end["trace"] == session.trace.packed()
+    assert end["trace"] is not None and "error" not in end
+
+
+def test_an_engine_failure_ends_the_run_with_its_reason_unless_the_host_is_shutting_down(monkeypatch):
+    spec = make_spec(requests=[{"at": 0, "user": "질문", "max_tokens": 2}])
+
+    def broken(self):
+        raise RuntimeError("the pool is on fire")
+
+    monkeypatch.setattr(RunSession, "_step_all", broken)
+    end = RunSession("run-1", spec, publish=Watcher()).run_to_end(lambda: False)
+    assert end == {"trace": None, "error": "RuntimeError: the pool is on fire"}
+    end = RunSession("run-2", spec, publish=Watcher()).run_to_end(lambda: True, "server_restart")
+    assert end == {"trace": None, "status": "stopped", "reason": "server_restart"}
+    end = RunSession("run-3", spec, publish=Watcher()).run_to_end(lambda: True)
+    assert (end["status"], end["reason"]) == ("stopped", "shutdown")
+
+
+# --- EmbeddedHost ----------------------------------------------------------------------------------
+
+def test_the_embedded_host_runs_a_session_in_a_thread_takes_its_commands_and_forgets_it_when_it_ends():
+    embedded, finished, published = EmbeddedHost(), [], []
+    done = threading.Event()
+    embedded.start("run-1", make_spec(open=True), publish=published.append, on_begin=lambda: True,
+                   on_finish=lambda end: (finished.append(end), done.set()))
+    wait_for(lambda: embedded.is_alive("run-1") and embedded.sessions["run-1"].has_started(), "the run started")
+    assert embedded.is_ticking("run-1") and [run_id for run_id, _ in embedded.live()] == ["run-1"]
+    assert embedded.latest_snapshot("run-1")[0] >= 1
+    assert not embedded.command("other-run", {"type": "stop"}) and not embedded.is_ticking("other-run")
+    assert embedded.command("run-1", {"type": "stop", "reason": "owner"})
+    assert done.wait(HANG_GUARD_S)
+    assert (finished[0]["status"], finished[0]["reason"]) == ("stopped", "owner")
+    wait_for(lambda: not embedded.is_alive("run-1"), "the session left the host")
+    assert embedded.live() == [] and embedded.threads == {}
+    assert not embedded.command("run-1", {"type": "step"})  # gone
+    assert published[0]["type"] == "snapshot" and published[-1]["type"] == "delta"  # a picture, then what changed
+
+
+def test_a_run_that_ended_before_its_thread_began_is_not_run_or_reported():
+    embedded, finished = EmbeddedHost(), []
+    embedded.start("run-1", make_spec(requests=[{"at": 0, "user": "질문", "max_tokens": 2}]), publish=lambda m: None,
+                   on_begin=lambda: False, on_finish=finished.append)
+    wait_for(lambda: not embedded.is_alive("run-1"), "the session left the host")
+    assert finished == []
+
+
+def test_shutdown_stops_every_run_and_waits_for_it():
+    embedded, finished = EmbeddedHost(), []
+    for run_id in ("run-1", "run-2"):
+        embedded.start(run_id, make_spec(open=True), publish=lambda m: None, on_begin=lambda: True, on_finish=finished.append)
+    wait_for(lambda: all(s.has_started() for _, s in embedded.live()), "both runs started")
+    embedded.shutdown(timeout=HANG_GUARD_S)
+    assert embedded.live() == []
+    assert [(end["status"], end["reason"]) for end in finished] == [("stopped", "shutdown")] * 2
+
+
+# --- ServingEngine (the API's engine, in this process) ---------------------------------------------
+
+@pytest.fixture(scope="module")
+def serving():
+    from courseapp.demo.host import ServingEngine
+
+    engine = ServingEngine(num_blocks=32, max_num_seqs=2, max_num_batched_tokens=128, max_model_len=64)
+    yield engine
+    engine.stop()
+
+
+def test_the_served_engine_leaves_the_answer_the_room_the_context_leaves_unless_asked_less(serving):
+    ids, max_tokens = serving.prepare(prompt="hello")
+    assert ids == serving.engine.tokenizer.encode("hello") and max_tokens == 64 - len(ids)
+    assert serving.prepare(prompt="hello", max_tokens=64 - len(ids)) == (ids, 64 - len(ids))  # exactly full: taken
+    messages = [{"role": "user", "content": "안녕"}]
+    ids, max_tokens = serving.prepare(messages=messages, max_tokens=3)
+    assert ids == serving.engine.encode_chat(messages) and max_tokens == 3
+
+
+def test_the_served_engine_refuses_what_the_context_cannot_hold_saying_by_how_much(serving):
+    from courseapp.demo.host import ServingRefused
+
+    n = len(serving.engine.tokenizer.encode("hello"))
+    with pytest.raises(ServingRefused) as refused:
+        serving.prepare(prompt="hello", max_tokens=64 - n + 1)
+    assert str(refused.value) == (f"This model's maximum context length is 64 tokens. However, you requested 65 tokens "
+                                  f"({n} in the prompt, {64 - n + 1} in the completion). Please reduce the length of "
+                                  "the prompt or completion.")
+    assert refused.value.param == "prompt"
+    long_chat = [{"role": "user", "content": "긴 질문 " * 60}]
+    with pytest.raises(ServingRefused) as refused:
+        serving.prepare(messages=long_chat)  # no room left at all, even with no max_tokens named
+    m = len(serving.engine.encode_chat(long_chat))
+    assert f"you requested {m + 1} tokens ({m} in the messages, 1 in the completion)" in str(refused.value)
+    assert "reduce the length of the messages" in str(refused.value) and refused.value.param == "messages"
+
+
+def test_the_served_engine_streams_a_request_refuses_bad_sampling_and_aborts(serving):
+    from courseapp.demo.host import ServingRefused
+
+    ids, _ = serving.prepare(prompt="hello")
+    outputs = list(serving.submit(ids, {"max_tokens": 3, "temperature": 0.0, "ignore_eos": True}, "r1"))
+    assert outputs[-1].finished and len(outputs[-1].token_ids) == 3
+    with pytest.raises(ServingRefused, match="temperature"):
+        serving.submit(ids, {"max_tokens": 3, "temperature": -1.0}, "r2")
+    assert not serving.abort("never-sent")
+    handle = serving.submit(ids, {"max_tokens": 60, "temperature": 0.0, "ignore_eos": True}, "r3")
+    assert serving.abort("r3")
+    last = list(handle)[-1]
+    assert last.finished and last.finish_reason == "abort" and len(last.token_ids) < 60
+    assert serving.snapshot().generation_tokens_total >= 3
+    assert all({"time", "kind", "line"} <= set(entry) for entry in serving.log_lines())
