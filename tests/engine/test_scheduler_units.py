@@ -254,3 +254,63 @@ def test_static_batching_with_a_prefix_hit_reserves_the_rest_of_the_prompt(tiny_
     out = step(s)
     assert out.prefix_hits == [("b", b.block_ids[:2], 8)] and len(b.block_ids) == 4
     assert scheduled(out) == [("b", 4)], "the step computes up to its budget past the hit"
+
+
+def test_preemptions_are_counted_for_the_engine_and_for_each_request(tiny_llama):
+    """num_preemptions_total (the lesson's §5 signal) counts every preemption, and each request
+    its own: b, preempted twice, says 2."""
+    s = scheduler(tiny_llama, blocks=4)
+    a, b, _ = preempt_the_second_of_two(s)  # once
+    c = request("c", 10)  # needs 3 blocks: it cannot join b later, so b runs alone
+    s.add(c)
+    s.finish(a, Status.FINISHED_STOPPED)
+    for _ in range(40):  # b grows until it needs a fifth block: it is its own victim
+        out = step(s)
+        if out.preempted:
+            break
+    assert out.preempted == [(b, "recompute")] and c.status is Status.WAITING
+    assert (s.num_preemptions, b.num_preemptions, a.num_preemptions) == (2, 2, 0)
+
+
+def test_recompute_mode_never_swaps_even_with_swap_space(tiny_llama):
+    s = scheduler(tiny_llama, blocks=4, cpu_blocks=8)  # preemption_mode stays "recompute"
+    _a, b, out = preempt_the_second_of_two(s)
+    assert out.preempted == [(b, "recompute")] and b.cpu_block_ids == [] and len(s.cpu_blocks.free) == 8
+
+
+def test_a_swapped_request_comes_back_as_soon_as_its_blocks_and_one_more_are_free(tiny_llama):
+    """b holds 3 CPU blocks (9 computed tokens, the last block partly filled): it is swapped in
+    on the step when 4 blocks are free, not one step later, is scheduled in that same step, and
+    its blocks are filled as they were — 4, 4, 1 — with only its full blocks counted as hashed."""
+    s = swapping(tiny_llama, blocks=6)
+    a, b = request("a", 12), request("b", 9)
+    s.add(a)
+    s.add(b)
+    step(s)  # 12 + 9 tokens: 3 blocks each, the whole pool
+    out = step(s)  # a's 13th token needs a fourth block: b is swapped out
+    assert out.preempted == [(b, "swap")] and len(b.cpu_block_ids) == 3 and b.num_computed_tokens == 9
+    assert s.pool.num_free_blocks == 2
+    s.finish(a, Status.FINISHED_STOPPED)  # 6 free now; hold back two so exactly 4 are free
+    held = s.pool.allocate(2, "someone-else")
+    assert s.pool.num_free_blocks == 4
+    out = s.schedule()
+    assert out.swapped_in == [b] and scheduled(out) == [("b", 1)], "back, and decoding in the same step"
+    assert [s.pool.blocks[i].num_tokens for i in b.block_ids[:3]] == [4, 4, 1], "each block's fill restored"
+    s.on_computed(b, 1)
+    assert [s.pool.blocks[i].num_tokens for i in b.block_ids[:3]] == [4, 4, 2]
+    assert b.num_hashed_blocks == 2
+    s.pool.free(held, "someone-else")
+
+
+def test_two_swapped_requests_come_back_in_one_step(tiny_llama):
+    s = swapping(tiny_llama, blocks=9, cpu_blocks=8)
+    reqs = [request(r, 7) for r in "abc"]
+    for r in reqs:
+        s.add(r)
+    while len(s.swapped) < 2:
+        step(s)
+        assert s.pool.num_used_blocks <= 9
+    s.finish(reqs[0], Status.FINISHED_STOPPED)
+    out = step(s)
+    assert out.swapped_in == [reqs[1], reqs[2]] or out.swapped_in == [reqs[2], reqs[1]]
+    assert {r.request_id for r, _ in out.scheduled} >= {"b", "c"}
