@@ -76,7 +76,7 @@ class Scheduler:
         freed = list(req.block_ids)
         self.pool.free(req.block_ids, req.request_id)
         req.block_ids = []
-        if req.cpu_block_ids and self.cpu_blocks is not None:
+        if req.cpu_block_ids:  # only a swapped-out request holds any (and only with swap space)
             self.cpu_blocks.release(req.cpu_block_ids)
             req.cpu_block_ids = []
         self.static_batch.discard(req.request_id)
@@ -91,15 +91,8 @@ class Scheduler:
         while i < len(self.running) and budget > 0:
             req = self.running[i]
             n = min(req.num_tokens - req.num_computed_tokens, budget)
-            scheduled = True
-            while not self._grow(req, req.num_computed_tokens + n, out):
-                victim = self.running[-1]
-                self._preempt(victim, out)
-                if victim is req:
-                    scheduled = False
-                    break
-            if not scheduled:
-                break
+            if not self._make_room(req, req.num_computed_tokens + n, out):
+                break  # req itself was preempted, and every request after it before
             out.scheduled.append((req, n))
             budget -= n
             i += 1
@@ -107,13 +100,15 @@ class Scheduler:
         if out.preempted:  # the pool is tight: admit nothing new this step
             return out
 
-        while self.swapped and len(self.running) < self.config.max_num_seqs and budget > 0:
+        # No seat check: a swapped request held a seat when it ran, and nobody is admitted while
+        # any is swapped out, so running + swapped never exceeds max_num_seqs.
+        while self.swapped and budget > 0:
             if not self._swap_in(self.swapped[0], out):
                 break
             req = self.running[-1]
             n = min(req.num_tokens - req.num_computed_tokens, budget)
             if not self._grow(req, req.num_computed_tokens + n, out):
-                break
+                return out  # back, but the rest of its prompt chunk does not fit: the pool is tight
             out.scheduled.append((req, n))
             budget -= n
 
@@ -148,6 +143,16 @@ class Scheduler:
         ids = self.pool.allocate(need, req.request_id)
         req.block_ids.extend(ids)
         out.allocated.append((req.request_id, ids))
+        return True
+
+    def _make_room(self, req: Request, num_tokens: int, out: SchedulerOutput) -> bool:
+        """Grow req to num_tokens, preempting the newest admission until it fits; False if req
+        itself had to go."""
+        while not self._grow(req, num_tokens, out):
+            victim = self.running[-1]
+            self._preempt(victim, out)
+            if victim is req:
+                return False
         return True
 
     def _preempt(self, req: Request, out: SchedulerOutput) -> None:

@@ -49,6 +49,8 @@ def test_every_request_gets_the_tokens_it_would_get_alone(tiny_llama):
             if engine.has_unfinished_requests():
                 engine.step()
                 engine.pool.check(engine.block_tables())
+                sched = engine.scheduler  # a swapped request keeps its seat: never more than max_num_seqs
+                assert len(sched.running) + len(sched.swapped) <= config["max_num_seqs"]
             step += 1
             assert step < 2000, "the engine stopped making progress"
         assert engine.pool.num_used_blocks == 0

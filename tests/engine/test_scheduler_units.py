@@ -39,6 +39,16 @@ def step(s: Scheduler):
     return out
 
 
+def steps_until(s: Scheduler, done, limit: int = 60):
+    """Step until done(last step's output) holds; a scheduler that never gets there fails the
+    test instead of hanging it. Returns that step's output."""
+    for _ in range(limit):
+        out = step(s)
+        if done(out):
+            return out
+    pytest.fail(f"not within {limit} steps")
+
+
 def scheduled(out) -> list[tuple[str, int]]:
     return [(r.request_id, n) for r, n in out.scheduled]
 
@@ -150,8 +160,7 @@ def test_a_readmitted_request_keeps_its_first_admission_figures(tiny_llama):
     step(s)
     assert b.status is Status.RUNNING
     first_time, cached = b.first_scheduled_time, b.num_cached_tokens
-    while b.status is Status.RUNNING:  # a's third block comes from b
-        step(s)
+    steps_until(s, lambda out: b.status is not Status.RUNNING)  # a's third block comes from b
     s.finish(a, Status.FINISHED_STOPPED)
     out = step(s)
     assert out.admitted == [b] and out.prefix_hits == [("b", b.block_ids[:2], 8)]
@@ -165,8 +174,7 @@ def test_admission_order_decides_the_victim(tiny_llama):
         s.add(r)
     step(s)
     assert [r.admitted_seq for r in reqs] == [1, 2, 3]
-    while not s.num_preemptions:
-        out = step(s)
+    out = steps_until(s, lambda out: out.preempted)
     assert out.preempted[0][0] is reqs[2]
 
 
@@ -180,10 +188,7 @@ def preempt_the_second_of_two(s: Scheduler):
     a, b = request("a", 7), request("b", 7)
     s.add(a)
     s.add(b)
-    while True:
-        out = step(s)
-        if out.preempted:
-            return a, b, out
+    return a, b, steps_until(s, lambda out: out.preempted)
 
 
 def test_a_swapped_out_request_holds_cpu_blocks_and_no_one_is_admitted_before_it(tiny_llama):
@@ -202,7 +207,9 @@ def test_swap_in_waits_for_room_to_grow_then_restores_fill_and_order(tiny_llama)
     s = swapping(tiny_llama, blocks=5)
     a, b, _ = preempt_the_second_of_two(s)
     # b holds 2 CPU blocks; it comes back only when 3 are free (its 2 and one to grow into)
-    while s.pool.num_free_blocks < 3:
+    for _ in range(60):
+        if s.pool.num_free_blocks >= 3:
+            break
         assert step(s).swapped_in == []
         assert b in s.swapped
     s.finish(a, Status.FINISHED_STOPPED)
@@ -246,8 +253,7 @@ def test_static_batching_with_a_prefix_hit_reserves_the_rest_of_the_prompt(tiny_
     s = scheduler(tiny_llama, budget=4, scheduling="static")
     a = request("a", 9)
     s.add(a)
-    while a.num_computed_tokens < 9:
-        step(s)
+    steps_until(s, lambda out: a.num_computed_tokens >= 9)
     s.finish(a, Status.FINISHED_STOPPED)
     b = request("b", list(range(1, 9)) + [40, 41, 42, 43, 44])  # 13 tokens: 2 blocks shared, 2 new
     s.add(b)
@@ -264,10 +270,7 @@ def test_preemptions_are_counted_for_the_engine_and_for_each_request(tiny_llama)
     c = request("c", 10)  # needs 3 blocks: it cannot join b later, so b runs alone
     s.add(c)
     s.finish(a, Status.FINISHED_STOPPED)
-    for _ in range(40):  # b grows until it needs a fifth block: it is its own victim
-        out = step(s)
-        if out.preempted:
-            break
+    out = steps_until(s, lambda out: out.preempted)  # b grows until it needs a fifth block: its own victim
     assert out.preempted == [(b, "recompute")] and c.status is Status.WAITING
     assert (s.num_preemptions, b.num_preemptions, a.num_preemptions) == (2, 2, 0)
 
@@ -307,10 +310,61 @@ def test_two_swapped_requests_come_back_in_one_step(tiny_llama):
     reqs = [request(r, 7) for r in "abc"]
     for r in reqs:
         s.add(r)
-    while len(s.swapped) < 2:
-        step(s)
-        assert s.pool.num_used_blocks <= 9
+    steps_until(s, lambda out: len(s.swapped) == 2)
     s.finish(reqs[0], Status.FINISHED_STOPPED)
     out = step(s)
     assert out.swapped_in == [reqs[1], reqs[2]] or out.swapped_in == [reqs[2], reqs[1]]
     assert {r.request_id for r, _ in out.scheduled} >= {"b", "c"}
+
+
+def test_a_step_never_schedules_a_request_for_zero_tokens(tiny_llama):
+    """Static batching admits a whole batch past the budget; with a budget of one token, a takes
+    it all each step and b, though running, is not in the step (a zero-token entry would have b
+    sampled again)."""
+    s = scheduler(tiny_llama, budget=1, scheduling="static", seats=2)
+    a, b = request("a", 3), request("b", 3)
+    s.add(a)
+    s.add(b)
+    for _ in range(4):
+        out = step(s)
+        assert s.running == [a, b] and scheduled(out) == [("a", 1)]
+
+
+def test_the_last_token_of_the_budget_goes_to_the_next_running_request(tiny_llama):
+    s = scheduler(tiny_llama, budget=2)
+    a, b = request("a", 1), request("b", 1)
+    s.add(a)
+    s.add(b)
+    for _ in range(3):
+        assert scheduled(step(s)) == [("a", 1), ("b", 1)]
+
+
+def swapped_beside_a_decode(path):
+    """a decodes one token a step; c is swapped out and there is room to bring it back (b, whose
+    growth pushed c out, has finished)."""
+    s = swapping(path, blocks=7)
+    a, b, c = request("a", 4), request("b", range(101, 109)), request("c", range(201, 213))  # 1 + 2 + 3 blocks
+    for r in (a, b, c):
+        s.add(r)
+    step(s)
+    out = step(s)  # a takes the last free block; b needs a third: c, the newest, is swapped out
+    assert out.preempted == [(c, "swap")] and len(c.cpu_block_ids) == 3
+    s.finish(b, Status.FINISHED_STOPPED)
+    assert s.pool.num_free_blocks >= len(c.cpu_block_ids) + 1
+    return s, a, c
+
+
+@pytest.mark.parametrize(("budget", "back"), [(1, False), (2, True)])
+def test_a_swap_in_needs_a_token_of_the_budget(tiny_llama, budget, back):
+    s, a, c = swapped_beside_a_decode(tiny_llama)
+    s.config.max_num_batched_tokens = budget  # from here on
+    out = step(s)
+    assert (out.swapped_in == [c]) is back
+    assert scheduled(out) == ([("a", 1), ("c", 1)] if back else [("a", 1)])
+
+
+def test_what_a_swap_in_takes_of_the_budget_is_left_to_new_requests(tiny_llama):
+    s, a, c = swapped_beside_a_decode(tiny_llama)
+    s.add(request("d", range(301, 311)))
+    s.config.max_num_batched_tokens = 4  # from here on
+    assert scheduled(step(s)) == [("a", 1), ("c", 1), ("d", 2)]
