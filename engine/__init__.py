@@ -10,7 +10,7 @@ import importlib
 # which the web process needs) does not pull in torch.
 _EXPORTS = {
     "ConfigError": "engine.config", "EngineConfig": "engine.config",
-    "LLMEngine": "engine.llm_engine", "RequestError": "engine.llm_engine",
+    "EngineStalled": "engine.llm_engine", "LLMEngine": "engine.llm_engine", "RequestError": "engine.llm_engine",
     "RequestOutput": "engine.outputs",
     "SamplingError": "engine.sampling", "SamplingParams": "engine.sampling",
 }

@@ -23,6 +23,11 @@ class RequestError(ValueError):
     """A request the engine refuses before doing any work; the message names the limit."""
 
 
+class EngineStalled(RuntimeError):
+    """A step that could neither schedule nor preempt anything while requests wait: the engine
+    would spin forever (a scheduler bug). Raised instead, so the runs on it end with a reason."""
+
+
 class LLMEngine:
     def __init__(self, config: EngineConfig | None = None, loaded: LoadedModel | None = None):
         self.config = config or EngineConfig()
@@ -119,7 +124,11 @@ class LLMEngine:
     def step(self) -> StepEvent:
         began = time.monotonic()
         sched = self.scheduler.schedule()
-        batch = [(r, n) for r, n in sched.scheduled if n > 0]
+        batch = sched.scheduled
+        if not batch and not sched.preempted and self.scheduler.has_unfinished():
+            s = self.scheduler
+            raise EngineStalled(f"step {self.step_count + 1} scheduled nothing: {len(s.running)} running, "
+                                f"{len(s.waiting)} waiting, {len(s.swapped)} swapped, {self.pool.num_free_blocks} free blocks")
         sampled: dict[str, int] = {}
         if batch:
             reqs, logits = self.runner.execute(batch)

@@ -203,12 +203,11 @@ class Scheduler:
 
     def _admit(self, req: Request, budget: int, out: SchedulerOutput) -> int | None:
         """Admit the first waiting request; returns its tokens this step, or None if it can't fit."""
-        hits: list[int] = []
-        if req.num_computed_tokens == 0:
-            self._hash_prompt(req)
-            # The last token is always recomputed: its logits give the next token.
-            usable = (req.num_tokens - 1) // self.block_size
-            hits = self.pool.lookup(req.block_hashes[:usable])
+        # A waiting request has nothing computed (new, or preempted to recompute).
+        self._hash_prompt(req)
+        # The last token is always recomputed: its logits give the next token.
+        usable = (req.num_tokens - 1) // self.block_size
+        hits = self.pool.lookup(req.block_hashes[:usable])
         hit_tokens = len(hits) * self.block_size
         n = max(0, min(req.num_tokens - hit_tokens, budget))
         # Static batching admits a whole batch at once, beyond this step's token budget: each
@@ -220,7 +219,7 @@ class Scheduler:
         evictable_hits = sum(1 for b in hits if self.pool.blocks[b].ref_cnt == 0)
         if need > self.pool.num_free_blocks - evictable_hits:
             return None
-        if self.config.enable_prefix_caching and req.num_computed_tokens == 0:
+        if self.config.enable_prefix_caching:
             self.prefix_queries += req.num_tokens
             self.prefix_hits += hit_tokens
         self.pool.touch(hits, req.request_id)

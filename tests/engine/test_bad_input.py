@@ -76,3 +76,16 @@ def test_bad_sampling_values():
         SamplingParams(temperature=-1)
     with pytest.raises(SamplingError, match="top_p"):
         SamplingParams(top_p=0)
+
+
+def test_a_step_that_can_do_nothing_raises_instead_of_spinning(tiny_llama):
+    """A scheduler that schedules and preempts nothing while requests wait would leave the engine
+    stepping forever at full CPU; the engine says so instead, and the caller ends the run."""
+    from engine import EngineStalled
+    from engine.scheduler import SchedulerOutput
+
+    engine = LLMEngine(EngineConfig(model=tiny_llama, block_size=4, num_blocks=16, max_num_seqs=4))
+    engine.add_request([1, 2, 3], GREEDY)
+    engine.scheduler.schedule = SchedulerOutput  # stands in for a broken scheduler: an empty step
+    with pytest.raises(EngineStalled, match=r"step 1 scheduled nothing: 0 running, 1 waiting, 0 swapped, 16 free blocks"):
+        engine.step()

@@ -319,8 +319,8 @@ def test_two_swapped_requests_come_back_in_one_step(tiny_llama):
 
 def test_a_step_never_schedules_a_request_for_zero_tokens(tiny_llama):
     """Static batching admits a whole batch past the budget; with a budget of one token, a takes
-    it all each step and b, though running, is not in the step (a zero-token entry would have b
-    sampled again)."""
+    it all each step and b, though running, is not in the step (the engine hands every entry to
+    the model: one of zero tokens would be an empty chunk)."""
     s = scheduler(tiny_llama, budget=1, scheduling="static", seats=2)
     a, b = request("a", 3), request("b", 3)
     s.add(a)
