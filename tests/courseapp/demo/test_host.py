@@ -153,10 +153,8 @@ def test_a_learners_prompts_join_an_open_run_under_their_own_keys_and_a_refused_
     session, watcher, thread = started(make_spec(open=True, system="짧게 답하세요."))
     session.command({"type": "submit", "prompt": "첫 질문", "max_tokens": "3", "owner": "learner-7"})
     session.command({"type": "submit", "prompt": "못 받는 질문", "max_tokens": 0, "owner": "learner-7"})
-    wait_for(lambda: "u2" in session.lanes[0].state.requests or watcher.frames[-1]["message"], "the second prompt was answered")
-    wait_for(lambda: watcher.frames[-1]["message"], "the refusal was shown")
-    refused = watcher.frames[-1]["message"]
-    assert "max_tokens" in refused
+    wait_for(lambda: watcher.frames and watcher.frames[-1]["message"], "the refusal was shown")
+    assert "max_tokens" in watcher.frames[-1]["message"]
     session.command({"type": "submit", "prompt": "세 번째 질문", "max_tokens": 2, "owner": "learner-8"})
     wait_for(lambda: "u3" in session.lanes[0].state.requests and not watcher.frames[-1]["message"], "the third prompt joined")
     wait_for(lambda: not session.lanes[0].engine.has_unfinished_requests(), "both answered")
