@@ -1,11 +1,15 @@
 import pytest
 from django.conf import settings
-from hypothesis import settings as hypothesis_settings
+from hypothesis import Phase, settings as hypothesis_settings
 
 # Property tests explore the same examples on every run (a suite that fails at random blocks
 # everyone); HYPOTHESIS_PROFILE=explore searches anew each time, to look for new failures.
 hypothesis_settings.register_profile("suite", derandomize=True, database=None)
 hypothesis_settings.register_profile("explore")
+# tests/mutation.py: a property that fails is enough; shrinking its example would take longer than
+# mutmut allows a mutant, and the mutant would count as a timeout rather than as killed.
+hypothesis_settings.register_profile("mutation", parent=hypothesis_settings.get_profile("suite"),
+                                     phases=[Phase.explicit, Phase.reuse, Phase.generate])
 hypothesis_settings.load_profile(__import__("os").environ.get("HYPOTHESIS_PROFILE", "suite"))
 
 

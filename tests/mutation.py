@@ -9,6 +9,7 @@ touched. Prints killed / survived / no tests / timeouts per module and every sur
 
     .venv/bin/python tests/mutation.py [MODULE ...]     # default: every module below
 """
+import os
 import re
 import shutil
 import subprocess
@@ -41,7 +42,8 @@ def config(module: str, tests: list[str]) -> str:
     lines = ["[mutmut]", f"source_paths = {package}", f"only_mutate = {module}", "also_copy ="]
     lines += [f"    {p}" for p in COPY if p != package]
     lines += ["pytest_add_cli_args_test_selection ="] + [f"    {t}" for t in tests]
-    lines += ["pytest_add_cli_args =", "    -p", "    no:randomly"]  # mutmut picks the tests per mutant
+    # mutmut picks the tests per mutant; the first failure is enough to call it killed.
+    lines += ["pytest_add_cli_args =", "    -p", "    no:randomly", "    -x"]
     # Workers forked from a process that has run torch can hang in its thread pool whatever the
     # mutant (57 of sampling.py's 102 timed out): fork them from a server that has only imported.
     lines += ["process_isolation = forkserver"]
@@ -61,7 +63,8 @@ def run(module: str, tests: list[str]) -> dict:
         (work / "setup.cfg").write_text(config(module, tests))
         mutmut = [sys.executable, "-m", "mutmut"]
         print(f"== {module}: tests {' '.join(tests)}", flush=True)
-        done = subprocess.run([*mutmut, "run"], cwd=work, capture_output=True, text=True)
+        env = {**os.environ, "HYPOTHESIS_PROFILE": "mutation"}  # tests/conftest.py: no shrinking
+        done = subprocess.run([*mutmut, "run"], cwd=work, capture_output=True, text=True, env=env)
         if done.returncode != 0:
             print(done.stdout[-3000:], done.stderr[-3000:], sep="\n")
             raise SystemExit(f"mutmut failed on {module} ({done.returncode})")
