@@ -35,7 +35,7 @@ run: content static
 # The whole suite on SQLite (scaled mode on Redis included), then the app again on PostgreSQL (the
 # machine runs one on 127.0.0.1:5432; TEST_DATABASE_URL overrides, an empty value skips it), less
 # what does not touch the database or only keeps what a scene computed (serving, the engine process,
-# the scenes' figures), with the scaled-mode tests whose
+# the scenes' figures, the demo host on its own), with the scaled-mode tests whose
 # outcome the database's locking decides: seats, runs shared by two workers, a run nobody takes.
 TEST_DATABASE_URL ?= postgres://127.0.0.1:5432/test
 PG_SCALED = $(addprefix tests/e2e/test_scaled.py::test_,six_runs_on_one_worker_of_two_seats_wait_their_turn_and_all_finish \
@@ -43,7 +43,7 @@ PG_SCALED = $(addprefix tests/e2e/test_scaled.py::test_,six_runs_on_one_worker_o
 test: install
 	$(BIN)/python -m pytest
 	if [ -z "$(TEST_DATABASE_URL)" ]; then echo "*** TEST_DATABASE_URL is empty: the PostgreSQL pass is SKIPPED (CI refuses this: .ci/run) ***" >&2; fi
-	if [ -n "$(TEST_DATABASE_URL)" ]; then DATABASE_URL=$(TEST_DATABASE_URL) $(BIN)/python -m pytest -q tests/courseapp $(PG_SCALED) --ignore=tests/courseapp/serving --ignore=tests/courseapp/test_page_imports.py --ignore=tests/courseapp/demo/test_engine_process.py --ignore=tests/courseapp/demo/test_scenes.py; fi
+	if [ -n "$(TEST_DATABASE_URL)" ]; then DATABASE_URL=$(TEST_DATABASE_URL) $(BIN)/python -m pytest -q tests/courseapp $(PG_SCALED) --ignore=tests/courseapp/serving --ignore=tests/courseapp/test_page_imports.py --ignore=tests/courseapp/demo/test_engine_process.py --ignore=tests/courseapp/demo/test_scenes.py --ignore=tests/courseapp/demo/test_host.py; fi
 
 # Mutation testing of the costliest modules (tests/mutation.py; slow, not part of `make test`):
 # killed/survived per module and every survivor's diff; fails under 85% killed. MODULES=… picks some.
