@@ -13,6 +13,17 @@ hypothesis_settings.register_profile("mutation", parent=hypothesis_settings.get_
 hypothesis_settings.load_profile(__import__("os").environ.get("HYPOTHESIS_PROFILE", "suite"))
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """tests/mutation.py names a module's tests fastest first (MUTATION_TEST_ORDER): mutmut hands
+    pytest a mutant's tests in no order, and a mutant that the unit tests kill in seconds would
+    otherwise wait for the slow ones first (and could run past its time limit)."""
+    order = __import__("os").environ.get("MUTATION_TEST_ORDER")
+    if order:
+        rank = {path: i for i, path in enumerate(order.split(","))}
+        items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
+
+
 @pytest.fixture(scope="session")
 def django_db_setup(django_db_setup, django_db_blocker):
     """The real lesson content, loaded once into the test database (every test sees it;
