@@ -368,3 +368,17 @@ def test_what_a_swap_in_takes_of_the_budget_is_left_to_new_requests(tiny_llama):
     s.add(request("d", range(301, 311)))
     s.config.max_num_batched_tokens = 4  # from here on
     assert scheduled(step(s)) == [("a", 1), ("c", 1), ("d", 2)]
+
+
+def test_a_preempted_member_of_a_static_batch_rejoins_it_while_the_batch_runs(tiny_llama):
+    """Static batching holds new requests back until the batch is done, but a member pushed out
+    by a preemption is still one of the batch: it comes back as soon as there is room."""
+    s = scheduler(tiny_llama, blocks=6, seats=3, scheduling="static")
+    a, b, c = request("a", range(1, 8)), request("b", range(101, 108)), request("c", range(201, 208))
+    for r in (a, b, c):
+        s.add(r)
+    out = steps_until(s, lambda out: out.preempted)
+    assert out.preempted == [(c, "recompute")] and s.static_batch == {"a", "b", "c"}
+    step(s)
+    s.finish(b, Status.FINISHED_STOPPED)
+    assert step(s).admitted == [c] and a.status is Status.RUNNING
