@@ -223,7 +223,7 @@ class Scheduler:
             self.prefix_queries += req.num_tokens
             self.prefix_hits += hit_tokens
         self.pool.touch(hits, req.request_id)
-        new = self.pool.allocate(need, req.request_id) if need else []
+        new = self.pool.allocate(need, req.request_id)
         req.block_ids = hits + new
         req.num_computed_tokens = hit_tokens
         req.num_hashed_blocks = len(hits)

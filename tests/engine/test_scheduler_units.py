@@ -103,6 +103,22 @@ def test_a_prefix_hit_shares_full_blocks_counts_its_tokens_and_recomputes_the_re
     assert ("b", 1) in scheduled(out), "only the token after the shared prefix is computed"
     assert (b.num_computed_tokens, b.num_cached_tokens, b.num_hashed_blocks) == (9, 8, 2)
     assert (s.prefix_queries, s.prefix_hits) == (18, 8), "queries count every prompt token, hits the shared ones"
+    s.add(request("c", system + [70]))
+    step(s)
+    assert (s.prefix_queries, s.prefix_hits) == (27, 16), "and add up over requests"
+
+
+def test_blocks_filled_by_generated_tokens_chain_onto_the_prompts_hashes(tiny_llama):
+    """A's second block fills with tokens it generated; its hash chains onto the first block's,
+    so a later prompt that repeats a's prompt and answer finds both blocks."""
+    s = scheduler(tiny_llama)
+    a = request("a", 5)  # one full block at admission
+    s.add(a)
+    steps_until(s, lambda out: a.num_computed_tokens >= 8)  # the second block is full of its own tokens
+    b = request("b", a.all_token_ids[:8] + [77])
+    s.add(b)
+    out = step(s)
+    assert out.prefix_hits == [("b", a.block_ids[:2], 8)]
 
 
 def test_without_prefix_caching_nothing_is_looked_up_or_counted(tiny_llama):
@@ -160,6 +176,7 @@ def test_a_readmitted_request_keeps_its_first_admission_figures(tiny_llama):
     step(s)
     assert b.status is Status.RUNNING
     first_time, cached = b.first_scheduled_time, b.num_cached_tokens
+    assert first_time is not None
     steps_until(s, lambda out: b.status is not Status.RUNNING)  # a's third block comes from b
     s.finish(a, Status.FINISHED_STOPPED)
     out = step(s)
