@@ -399,3 +399,13 @@ def test_a_preempted_member_of_a_static_batch_rejoins_it_while_the_batch_runs(ti
     step(s)
     s.finish(b, Status.FINISHED_STOPPED)
     assert step(s).admitted == [c] and a.status is Status.RUNNING
+
+
+def test_blocks_reserved_ahead_of_the_tokens_hold_nothing(tiny_llama):
+    """The naive reservation (§1.2) takes blocks for max-model-len up front: those past the
+    computed tokens hold nothing, and that emptiness is the waste the lesson counts."""
+    s = scheduler(tiny_llama, blocks=8, kv_reservation="max_len")  # a request may reach 8 blocks here
+    a = request("a", 5)
+    s.add(a)
+    step(s)
+    assert [s.pool.blocks[i].num_tokens for i in a.block_ids] == [4, 1, 0, 0, 0, 0, 0, 0]
