@@ -47,6 +47,9 @@ def config(module: str, tests: list[str]) -> str:
     # Workers forked from a process that has run torch can hang in its thread pool whatever the
     # mutant (57 of sampling.py's 102 timed out): fork them from a server that has only imported.
     lines += ["process_isolation = forkserver"]
+    # A mutant's time limit is (its tests' time in the warm stats run + this) × 30 CPU seconds; a
+    # worker starts cold (torch, the model), which the stats run's durations do not count.
+    lines += ["timeout_constant = 10"]
     return "\n".join(lines) + "\n"
 
 
