@@ -1,3 +1,5 @@
+import os
+
 import pytest
 from django.conf import settings
 from hypothesis import Phase, settings as hypothesis_settings
@@ -10,7 +12,7 @@ hypothesis_settings.register_profile("explore")
 # mutmut allows a mutant, and the mutant would count as a timeout rather than as killed.
 hypothesis_settings.register_profile("mutation", parent=hypothesis_settings.get_profile("suite"),
                                      phases=[Phase.explicit, Phase.reuse, Phase.generate])
-hypothesis_settings.load_profile(__import__("os").environ.get("HYPOTHESIS_PROFILE", "suite"))
+hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "suite"))
 
 
 @pytest.hookimpl(trylast=True)
@@ -18,7 +20,7 @@ def pytest_collection_modifyitems(config, items):
     """tests/mutation.py names a module's tests fastest first (MUTATION_TEST_ORDER): mutmut hands
     pytest a mutant's tests in no order, and a mutant that the unit tests kill in seconds would
     otherwise wait for the slow ones first (and could run past its time limit)."""
-    order = __import__("os").environ.get("MUTATION_TEST_ORDER")
+    order = os.environ.get("MUTATION_TEST_ORDER")
     if order:
         rank = {path: i for i, path in enumerate(order.split(","))}
         items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))

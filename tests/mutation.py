@@ -66,7 +66,7 @@ def run(module: str, tests: list[str]) -> dict:
         (work / "setup.cfg").write_text(config(module, tests))
         mutmut = [sys.executable, "-m", "mutmut"]
         print(f"== {module}: tests {' '.join(tests)}", flush=True)
-        # tests/conftest.py: no shrinking, and each mutant's tests in the order listed below
+        # tests/conftest.py: no shrinking, and each mutant's tests in the order MODULES lists them
         env = {**os.environ, "HYPOTHESIS_PROFILE": "mutation", "MUTATION_TEST_ORDER": ",".join(tests)}
         done = subprocess.run([*mutmut, "run"], cwd=work, capture_output=True, text=True, env=env)
         if done.returncode != 0:

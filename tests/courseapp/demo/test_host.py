@@ -10,6 +10,7 @@ import pytest
 from courseapp.demo import frames, host
 from courseapp.demo.host import EmbeddedHost, RunSession
 from tests.courseapp.demo.watcher import Watcher
+from tests.e2e.conftest import wait_until
 
 CONFIG = dict(block_size=16, num_blocks=64, max_num_seqs=4, max_num_batched_tokens=256, enable_prefix_caching=True,
               preemption_mode="recompute", scheduling="continuous", max_model_len=512)
@@ -21,18 +22,20 @@ def make_spec(**extra) -> dict:
 
 
 def wait_for(condition, what: str):
-    deadline = time.monotonic() + HANG_GUARD_S
-    while not condition():
-        assert time.monotonic() < deadline, f"never: {what}"
-        time.sleep(0.005)
+    wait_until(condition, timeout=HANG_GUARD_S, what=what)
+
+
+def in_thread(session: RunSession) -> threading.Thread:
+    thread = threading.Thread(target=session.run, daemon=True)
+    thread.start()
+    return thread
 
 
 def started(spec: dict) -> tuple[RunSession, Watcher, threading.Thread]:
     """A session running in a thread, its engines built."""
     watcher = Watcher()
     session = RunSession("run-1", spec, publish=watcher)
-    thread = threading.Thread(target=session.run, daemon=True)
-    thread.start()
+    thread = in_thread(session)
     wait_for(session.has_started, "the engines were built")
     return session, watcher, thread
 
@@ -46,9 +49,7 @@ def ended(session: RunSession, thread: threading.Thread) -> None:
 
 def run_through(session: RunSession) -> None:
     """Run a session to its end in a thread: a run that never ends fails the test instead of hanging it."""
-    thread = threading.Thread(target=session.run, daemon=True)
-    thread.start()
-    ended(session, thread)
+    ended(session, in_thread(session))
 
 
 def loop_rounds(session: RunSession, n: int = 3) -> None:
