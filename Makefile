@@ -40,10 +40,14 @@ run: content static
 TEST_DATABASE_URL ?= postgres://127.0.0.1:5432/test
 PG_SCALED = $(addprefix tests/e2e/test_scaled.py::test_,six_runs_on_one_worker_of_two_seats_wait_their_turn_and_all_finish \
 	two_workers_share_the_runs_and_the_page_names_each_runs_host with_no_worker_a_run_waits_queued_then_fails_saying_no_worker_took_it)
+# Two test processes (pytest-xdist), each handed whole files: the suite spends half its time
+# waiting on servers, browsers and workers it starts. TEST_PROCESSES=0 runs it in this one.
+TEST_PROCESSES ?= 2
+PYTEST = $(BIN)/python -m pytest -n $(TEST_PROCESSES) --dist loadfile
 test: install
-	$(BIN)/python -m pytest
+	$(PYTEST)
 	if [ -z "$(TEST_DATABASE_URL)" ]; then echo "*** TEST_DATABASE_URL is empty: the PostgreSQL pass is SKIPPED (CI refuses this: .ci/run) ***" >&2; fi
-	if [ -n "$(TEST_DATABASE_URL)" ]; then DATABASE_URL=$(TEST_DATABASE_URL) $(BIN)/python -m pytest -q tests/courseapp $(PG_SCALED) --ignore=tests/courseapp/serving --ignore=tests/courseapp/test_page_imports.py --ignore=tests/courseapp/demo/test_engine_process.py --ignore=tests/courseapp/demo/test_scenes.py --ignore=tests/courseapp/demo/test_host.py; fi
+	if [ -n "$(TEST_DATABASE_URL)" ]; then DATABASE_URL=$(TEST_DATABASE_URL) $(PYTEST) -q tests/courseapp $(PG_SCALED) --ignore=tests/courseapp/serving --ignore=tests/courseapp/test_page_imports.py --ignore=tests/courseapp/demo/test_engine_process.py --ignore=tests/courseapp/demo/test_scenes.py --ignore=tests/courseapp/demo/test_host.py; fi
 
 # Mutation testing of the costliest modules (tests/mutation.py; slow, not part of `make test`):
 # killed/survived per module and every survivor's diff; fails under 85% killed. MODULES=… picks some.

@@ -19,7 +19,12 @@ hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "suite"))
 def pytest_collection_modifyitems(config, items):
     """tests/mutation.py names a module's tests fastest first (MUTATION_TEST_ORDER): mutmut hands
     pytest a mutant's tests in no order, and a mutant that the unit tests kill in seconds would
-    otherwise wait for the slow ones first (and could run past its time limit)."""
+    otherwise wait for the slow ones first (and could run past its time limit).
+    And no two tests share an id: pytest-xdist hands tests out by id and would run one of them."""
+    seen = set()
+    twice = sorted({item.nodeid for item in items if item.nodeid in seen or seen.add(item.nodeid)})
+    if twice:
+        raise pytest.UsageError(f"tests sharing an id (give each its own): {twice}")
     order = os.environ.get("MUTATION_TEST_ORDER")
     if order:
         rank = {path: i for i, path in enumerate(order.split(","))}
@@ -43,6 +48,27 @@ def django_db_setup(django_db_setup, django_db_blocker):
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                 "WHERE datname = current_database() AND pid <> pg_backend_pid()"
             )
+
+
+DB_FIXTURES = {"db", "transactional_db", "live_server"}
+
+
+@pytest.fixture(autouse=True)
+def _lesson_content(request):
+    """The lesson is there when a test starts, whatever ran before it in this process: a
+    transactional test empties every table as it ends, and with `-n` (pytest-xdist) a worker
+    may be handed such a test before others that only read (pytest-django's db-first order
+    holds within one process's share, not across the files it is handed)."""
+    uses_db = DB_FIXTURES & set(request.fixturenames) or request.node.get_closest_marker("django_db")
+    if not uses_db:
+        return
+    request.getfixturevalue("django_db_setup")
+    from courseapp.lessons.loader import content_load
+    from courseapp.lessons.models import Lesson
+
+    with request.getfixturevalue("django_db_blocker").unblock():
+        if not Lesson.objects.exists():
+            content_load(root=settings.CONTENT_DIR)
 
 
 @pytest.fixture

@@ -2,7 +2,6 @@
 import os
 
 import pytest
-from django.conf import settings
 
 # Playwright's sync API runs an event loop in this thread; the ORM calls made by fixtures and
 # assertions are still plain synchronous calls.
@@ -36,10 +35,7 @@ def browser():
 
 @pytest.fixture
 def site(live_server, transactional_db):
-    """The live server with the lesson loaded (transactional tests flush the DB after each test)."""
-    from courseapp.lessons.loader import content_load
-
-    content_load(root=settings.CONTENT_DIR)
+    """The live server (the lesson is loaded: tests/conftest.py's _lesson_content)."""
     return live_server.url
 
 
@@ -145,11 +141,8 @@ def asgi_server(django_db_setup, django_db_blocker):
 
 @pytest.fixture
 def asgi_site(asgi_server, transactional_db):
-    """The module's Daphne, with the lesson loaded (an earlier transactional test may have emptied
-    the tables)."""
-    from courseapp.lessons.loader import content_load
-
-    content_load(root=settings.CONTENT_DIR)
+    """The module's Daphne, for a test whose writes the server process sees (no transaction to
+    roll back: the tables are emptied as the test ends, and the lesson loaded again before the next)."""
     return asgi_server
 
 

@@ -21,11 +21,6 @@ def children(pid: int) -> set[int]:
 
 @pytest.fixture
 def served(transactional_db):
-    from django.conf import settings
-
-    from courseapp.lessons.loader import content_load
-
-    content_load(root=settings.CONTENT_DIR)  # an earlier transactional test may have emptied the tables
     proc, url, log = start_daphne({"HTTP_WORKERS": "1"})  # one: every worker page comes from the same cache
     yield proc, url
     stop_process(proc)

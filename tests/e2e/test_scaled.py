@@ -19,7 +19,10 @@ from tests.e2e.clients import Browser
 from tests.e2e.conftest import free_port, server_database_url, start_daphne, stop_process, wait_until
 
 pytestmark = pytest.mark.e2e
-REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/9")
+# A database of its own per pytest-xdist worker (gw0 → 9, gw1 → 8, …): a test flushes it, and its
+# Celery workers take every task queued on it. test_scaled_api.py shares these fixtures.
+XDIST_WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
+REDIS_URL = os.environ.get("TEST_REDIS_URL", f"redis://127.0.0.1:6379/{9 - XDIST_WORKER}")
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -1,5 +1,4 @@
 """The thread-safe front: submit from threads and event loops, stream, abort, watch events."""
-import asyncio
 import threading
 
 import pytest

@@ -4,24 +4,15 @@ import io
 import json
 
 import pytest
-from django.conf import settings
 from django.core.management import call_command
 from django.test import Client
 
 from courseapp.api.models import ApiClient, IdempotentAnswer
 from courseapp.instructor import services as classes
-from courseapp.lessons.loader import content_load
-from courseapp.lessons.models import Lesson
 from courseapp.quizzes.models import Attempt, Question
 from tests.answers import api_response
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def lesson():
-    content_load(root=settings.CONTENT_DIR)
-    return Lesson.objects.get(number=21)
 
 
 @pytest.fixture

@@ -16,7 +16,6 @@ from courseapp.api.models import ApiClient, IdempotentAnswer, LearnerIdentity
 from courseapp.demo import limits
 from courseapp.instructor import services as classes
 from courseapp.instructor.models import Membership
-from courseapp.lessons.loader import content_load
 from courseapp.lessons.models import Lesson
 from courseapp.quizzes.models import Attempt, Question
 from courseapp.quizzes.services import attempt_submit
@@ -24,8 +23,6 @@ from tests.answers import api_response
 
 
 def _token(scope="grade") -> str:
-    if not Lesson.objects.filter(number=21).exists():  # a transactional test before this one emptied the tables
-        content_load(root=settings.CONTENT_DIR)
     teacher, _ = classes.instructor_make(username="teacher")
     cohort = classes.cohort_create(instructor=teacher, name="A", lesson=Lesson.objects.get(number=21))
     return ApiClient.issue(name="lms", scope=scope, cohorts=[cohort])[1]

@@ -13,7 +13,7 @@ from lti_tool.models import Key, LtiDeployment, LtiRegistration
 from courseapp.instructor import services as instructor_services
 from courseapp.instructor.models import Membership
 from courseapp.instructor.roles import is_instructor
-from courseapp.lessons.models import Lesson, Section
+from courseapp.lessons.models import Section
 from courseapp.lti import services
 from courseapp.lti.models import Passback, Placement
 from courseapp.quizzes.models import Question
@@ -283,10 +283,6 @@ def test_the_registration_page_shows_the_tools_urls_and_keys_to_instructors(plat
 
 @pytest.mark.django_db(transaction=True)
 def test_the_embedded_sender_delivers_after_the_answer_commits_and_retries_on_its_own(settings):
-    from courseapp.lessons.loader import content_load
-
-    if not Lesson.objects.filter(number=21).exists():
-        content_load(root=settings.CONTENT_DIR)
     settings.LTI_PASSBACK_BACKOFF_S = 0.2
     lms = registered_platform()
     try:

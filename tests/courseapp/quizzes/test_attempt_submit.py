@@ -64,10 +64,6 @@ def test_a_parallel_submission_of_the_same_nonce_returns_the_first_attempt(monke
 
 @pytest.mark.django_db(transaction=True)  # outside any transaction, as a view would be without one
 def test_skipping_the_nonce_lookup_needs_the_callers_transaction(settings):
-    from courseapp.lessons.loader import content_load
-
-    if not Question.objects.exists():  # a transactional test before this one emptied the tables
-        content_load(root=settings.CONTENT_DIR)
     learner = LearnerFactory()
     q = Question.objects.filter(type="numeric").order_by("order").first()
     with pytest.raises(ValueError, match="new_learner=True needs the transaction that made the learner"):
