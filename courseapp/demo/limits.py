@@ -16,6 +16,7 @@ files, so clearing or culling the cache forgets these counts too.
 """
 import fcntl
 import hashlib
+import math
 import os
 import random
 import struct
@@ -36,9 +37,16 @@ def _keys(key: str, window: int, now: float) -> tuple[str, str, float]:
     return f"demo-rate:{key}:{index}", f"demo-rate:{key}:{index - 1}", (now % window) / window
 
 
-def _estimate(key: str, window: int, now: float) -> tuple[str, float]:
+def _carried(previous: int, elapsed: float) -> int:
+    """The previous window's count, weighted by how much of it still lies in the last `window`
+    seconds, rounded up: just after a boundary ten guesses are still ten, not 9.99 (which let
+    the eleventh through)."""
+    return math.ceil(previous * (1 - elapsed))
+
+
+def _estimate(key: str, window: int, now: float) -> tuple[str, int]:
     current, previous, elapsed = _keys(key, window, now)
-    return current, _cache().get(previous, 0) * (1 - elapsed)
+    return current, _carried(_cache().get(previous, 0), elapsed)
 
 
 def _count_file(key: str, window: int) -> str | None:
@@ -50,7 +58,7 @@ def _count_file(key: str, window: int) -> str | None:
     return os.path.join(cache._dir, f"rate-{window}-{digest}{cache.cache_suffix}")
 
 
-def _file_counts(path: str, window: int, now: float, *, limit: float | None = None, add: int = 0) -> float:
+def _file_counts(path: str, window: int, now: float, *, limit: float | None = None, add: int = 0) -> int:
     """Under the file's lock: the sliding count before this event; `add` is counted unless the
     count would then pass `limit`."""
     index, elapsed = int(now // window), (now % window) / window
@@ -65,7 +73,7 @@ def _file_counts(path: str, window: int, now: float, *, limit: float | None = No
         stored, current, previous = _COUNTS.unpack(data) if len(data) == _COUNTS.size else (index, 0, 0)
         if stored != index:  # a new window: the one that ended is the previous one, or both are over
             current, previous = 0, (current if stored == index - 1 else 0)
-        count = previous * (1 - elapsed) + current
+        count = _carried(previous, elapsed) + current
         if add and (limit is None or count + add <= limit):
             os.pwrite(fd, _COUNTS.pack(index, current + add, previous), 0)
     finally:

@@ -143,6 +143,25 @@ def test_prompts_are_limited_over_a_sliding_minute(monkeypatch):
     assert limits.hit(key="t", limit=6, window=60)
 
 
+@pytest.mark.parametrize("store", ["memory", "files"])
+def test_ten_guesses_still_count_ten_just_after_a_window_boundary(monkeypatch, tmp_path, store):
+    """The previous window's count is carried over rounded up: right after a boundary ten wrong
+    join codes are ten (weighted, 9.99 let the eleventh try through)."""
+    if store == "files":  # HTTP worker processes without Redis
+        from django.core.cache.backends.filebased import FileBasedCache
+
+        cache = FileBasedCache(str(tmp_path), {})
+        monkeypatch.setattr(limits, "_cache", lambda: cache)
+    clock = {"now": 600_000.0 - 0.1}  # a tenth of a second before a 10-minute window ends
+    monkeypatch.setattr(limits.time, "time", lambda: clock["now"])
+    for _ in range(10):
+        limits.add(key="guesser", window=600)
+    assert limits.over(key="guesser", limit=10, window=600)
+    clock["now"] += 0.2
+    assert limits.over(key="guesser", limit=10, window=600)
+    assert not limits.hit(key="guesser", limit=10, window=600)
+
+
 @pytest.mark.django_db(transaction=True)
 def test_a_paused_run_with_nothing_happening_ends(settings):
     settings.DEMO_PAUSED_IDLE_S = 1
