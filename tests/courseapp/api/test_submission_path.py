@@ -165,8 +165,13 @@ def test_parallel_first_submissions_of_one_learner_make_one_learner():
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_rate_limit_counts_every_request_once_when_they_arrive_together(settings):
-    """Counted in files shared by the server's processes, under a lock: none is lost."""
+def test_the_rate_limit_counts_every_request_once_when_they_arrive_together(settings, monkeypatch, tmp_path):
+    """Counted in files shared by the server's processes (as `make run` serves), under a lock:
+    none is lost."""
+    from django.core.cache.backends.filebased import FileBasedCache
+
+    files = FileBasedCache(str(tmp_path), {})
+    monkeypatch.setattr(limits, "_cache", lambda: files)
     token = _token()
     settings.GRADING_API_RATE_PER_MINUTE = 5
     statuses = _at_once(8, lambda n: Client().get("/api/v1/questions", HTTP_AUTHORIZATION=f"Bearer {token}").status_code)
