@@ -374,3 +374,64 @@ def test_the_served_engine_streams_a_request_refuses_bad_sampling_and_aborts(ser
     assert last.finished and last.finish_reason == "abort" and len(last.token_ids) < 60
     assert serving.snapshot().generation_tokens_total >= 3
     assert all({"time", "kind", "line"} <= set(entry) for entry in serving.log_lines())
+
+
+def test_the_served_engine_shares_the_processs_weights_and_logs_as_vllm_does(serving):
+    """One copy of the weights per process, whatever serves: the API's engine and every demo lane;
+    stats every 10 s (vLLM's default), V0's preemption warnings only when asked."""
+    from courseapp.demo.host import ServingEngine
+
+    assert serving.engine.loaded is host.shared_model()
+    assert serving.stat_logger.interval_s == 10.0 and serving.stat_logger.v0_preemption_warnings is False
+    v0 = ServingEngine(log_interval_s=2.5, v0_preemption_warnings=True, num_blocks=8, max_num_seqs=1,
+                       max_num_batched_tokens=64, max_model_len=32)
+    try:
+        assert v0.stat_logger.interval_s == 2.5 and v0.stat_logger.v0_preemption_warnings is True
+        assert v0.engine.loaded is host.shared_model()
+    finally:
+        v0.stop()
+
+
+def test_a_prompt_that_fills_the_context_is_refused_and_a_chat_the_engine_refuses_says_why(serving, monkeypatch):
+    """Not one token of room left is no room: refused even with no max_tokens named; a chat the
+    engine cannot encode (a model without a chat template: the shipped one has one, so the
+    engine's refusal is played here) is refused with the engine's own reason."""
+    import engine
+    from courseapp.demo.host import ServingEngine, ServingRefused
+
+    n = len(serving.engine.tokenizer.encode("hello"))
+    full = ServingEngine(num_blocks=8, max_num_seqs=1, max_num_batched_tokens=64, max_model_len=n)
+    try:
+        with pytest.raises(ServingRefused, match=f"you requested {n + 1} tokens"):
+            full.prepare(prompt="hello")
+    finally:
+        full.stop()
+    def no_template(messages):
+        raise engine.RequestError("this model has no chat template: send a plain prompt")
+
+    monkeypatch.setattr(serving.engine, "encode_chat", no_template)
+    with pytest.raises(ServingRefused) as refused:
+        serving.prepare(messages=[{"role": "user", "content": "x"}])
+    assert str(refused.value) == "this model has no chat template: send a plain prompt"
+
+
+def test_open_streams_to_an_event_loop_as_the_api_view_does(serving):
+    import asyncio
+
+    async def ask():
+        handle, prompt_tokens = await serving.open(messages=None, prompt="hello", max_tokens=3,
+                                                   sampling={"temperature": 0.0, "ignore_eos": True}, request_id="async-1")
+        outputs = [out async for out in handle]
+        return prompt_tokens, outputs
+
+    prompt_tokens, outputs = asyncio.run(ask())
+    assert prompt_tokens == len(serving.engine.tokenizer.encode("hello"))
+    assert outputs[-1].finished and len(outputs[-1].token_ids) == 3
+
+
+def test_the_engine_process_gets_the_torch_threads_the_settings_name(settings):
+    settings.DEMO_ENGINE_PROCESS, settings.DEMO_ENGINE_THREADS = True, 3
+    made = host._embedded_host()
+    assert type(made).__name__ == "ProcessHost" and made.torch_threads == 3
+    settings.DEMO_ENGINE_PROCESS = False
+    assert isinstance(host._embedded_host(), EmbeddedHost)
