@@ -312,13 +312,33 @@ def test_a_run_that_ended_before_its_thread_began_is_not_run_or_reported():
 
 
 def test_shutdown_stops_every_run_and_waits_for_it():
-    embedded, finished = EmbeddedHost(), []
-    for run_id in ("run-1", "run-2"):
-        embedded.start(run_id, make_spec(open=True), publish=lambda m: None, on_begin=lambda: True, on_finish=finished.append)
+    embedded, finished, watchers = EmbeddedHost(), [], {"run-1": Watcher(), "run-2": Watcher()}
+    for run_id, watcher in watchers.items():
+        embedded.start(run_id, make_spec(open=True), publish=watcher, on_begin=lambda: True, on_finish=finished.append)
     wait_for(lambda: all(s.has_started() for _, s in embedded.live()), "both runs started")
     embedded.shutdown(timeout=HANG_GUARD_S)
     assert embedded.live() == []
     assert [(end["status"], end["reason"]) for end in finished] == [("stopped", "shutdown")] * 2
+    # Each stopped by a stop command, so its viewers saw it end (a run that broke off shows no end).
+    assert all((w.frames[-1]["status"], w.frames[-1]["reason"]) == ("stopped", "shutdown") for w in watchers.values())
+
+
+def test_a_run_that_fails_while_the_host_shuts_down_is_stopped_by_the_shutdown_not_failed(monkeypatch):
+    """At exit a run can fail on its way out (the model still loading as the interpreter
+    finalises): that is the shutdown's doing and is recorded so, not as the run's error."""
+    released, finished = threading.Event(), []
+
+    def run_until_the_exit_breaks_it(self):
+        released.wait(HANG_GUARD_S)
+        raise RuntimeError("cannot schedule new futures after interpreter shutdown")
+
+    monkeypatch.setattr(RunSession, "run", run_until_the_exit_breaks_it)
+    embedded = EmbeddedHost()
+    embedded.start("run-1", make_spec(open=True), publish=lambda m: None, on_begin=lambda: True, on_finish=finished.append)
+    embedded.shutdown(timeout=0.1)  # the run is still inside its step: shutdown stops waiting for it
+    released.set()
+    wait_for(lambda: finished, "the run reported its end")
+    assert (finished[0].get("status"), finished[0].get("reason"), finished[0].get("error")) == ("stopped", "shutdown", None)
 
 
 # --- ServingEngine (the API's engine, in this process) ---------------------------------------------
