@@ -336,6 +336,7 @@ def test_a_run_that_fails_while_the_host_shuts_down_is_stopped_by_the_shutdown_n
     embedded = EmbeddedHost()
     embedded.start("run-1", make_spec(open=True), publish=lambda m: None, on_begin=lambda: True, on_finish=finished.append)
     embedded.shutdown(timeout=0.1)  # the run is still inside its step: shutdown stops waiting for it
+    assert finished == []  # shutdown returned within its timeout, the run not yet over
     released.set()
     wait_for(lambda: finished, "the run reported its end")
     assert (finished[0].get("status"), finished[0].get("reason"), finished[0].get("error")) == ("stopped", "shutdown", None)
@@ -343,8 +344,8 @@ def test_a_run_that_fails_while_the_host_shuts_down_is_stopped_by_the_shutdown_n
 
 # --- ServingEngine (the API's engine, in this process) ---------------------------------------------
 
-@pytest.fixture(scope="module")
-def serving():
+@pytest.fixture  # per test: mutmut maps a function to the tests that called it, and a module's
+def serving():  # fixture is built inside the first test only
     from courseapp.demo.host import ServingEngine
 
     engine = ServingEngine(num_blocks=32, max_num_seqs=2, max_num_batched_tokens=128, max_model_len=64)
