@@ -106,33 +106,40 @@ async def learner(url: str, deadline: float, tally: Tally, seed: int) -> None:
     async with aiohttp.ClientSession(base_url=url, timeout=timeout, cookie_jar=aiohttp.CookieJar(unsafe=True)) as session:
         cards: list = []
         section = rng.choice(SECTIONS)
+        # A section, an answer, a read mark first, then the mix: a short run measures all three.
+        opening = ["page", "submit", "read"]
         while time.perf_counter() < deadline:
-            roll = rng.random()
+            if opening:
+                kind = opening[0]
+            else:
+                roll = rng.random()
+                kind = "page" if roll < 0.7 else "submit" if roll < 0.9 else "read"
+            if not cards:
+                kind = "page"
             try:
-                if roll < 0.7 or not cards:
+                began = time.perf_counter()
+                if kind == "page":
                     section = rng.choice(SECTIONS)
                     path = f"/lessons/21/{section}/"
-                    began = time.perf_counter()
                     async with session.get(path) as r:
                         text = await r.text()
-                    tally.record("page", path, began, r.status)
                     cards = CARD.findall(text) or cards
-                elif roll < 0.9:
-                    slug, kind, body = rng.choice(cards)
-                    data = _answer(kind, body, rng)
+                elif kind == "submit":
+                    slug, card_type, body = rng.choice(cards)
+                    data = _answer(card_type, body, rng)
                     if data is None:
                         continue
                     path = f"/questions/{slug}/submit/"
                     began = time.perf_counter()
                     async with session.post(path, data=data, headers=_htmx(session, url)) as r:
                         await r.read()
-                    tally.record("submit", path, began, r.status)
                 else:
                     path = f"/lessons/21/{section}/read/"
-                    began = time.perf_counter()
                     async with session.post(path, headers=_htmx(session, url)) as r:
                         await r.read()
-                    tally.record("read", path, began, r.status)
+                tally.record(kind, path, began, r.status)
+                if opening and opening[0] == kind:
+                    opening.pop(0)
             except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
                 tally.errors.append(f"{type(exc).__name__}: {exc}")
 
