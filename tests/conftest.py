@@ -1,4 +1,5 @@
 import os
+from collections import Counter
 
 import pytest
 from django.conf import settings
@@ -21,8 +22,8 @@ def pytest_collection_modifyitems(config, items):
     pytest a mutant's tests in no order, and a mutant that the unit tests kill in seconds would
     otherwise wait for the slow ones first (and could run past its time limit).
     And no two tests share an id: pytest-xdist hands tests out by id and would run one of them."""
-    seen = set()
-    twice = sorted({item.nodeid for item in items if item.nodeid in seen or seen.add(item.nodeid)})
+    ids = Counter(item.nodeid for item in items)
+    twice = sorted(nodeid for nodeid, n in ids.items() if n > 1)
     if twice:
         raise pytest.UsageError(f"tests sharing an id (give each its own): {twice}")
     order = os.environ.get("MUTATION_TEST_ORDER")
