@@ -377,7 +377,9 @@ class ServingEngine:
         from engine.stat_logger import StatLogger
 
         self.config = eng.EngineConfig(**config)
-        self.engine = eng.LLMEngine(self.config, loaded=shared_model())
+        # load_model keeps one copy of each model per process: this is shared_model()'s copy
+        # when the model is the default one, which the demo's lanes use too.
+        self.engine = eng.LLMEngine(self.config)
         self.stat_logger = StatLogger(log_interval_s, v0_preemption_warnings=v0_preemption_warnings)
         self.loop = EngineLoop(self.engine, stat_logger=self.stat_logger).start()
 

@@ -404,11 +404,18 @@ def test_the_served_engine_shares_the_processs_weights_and_logs_as_vllm_does(ser
 
     assert serving.engine.loaded is host.shared_model()
     assert serving.stat_logger.interval_s == 10.0 and serving.stat_logger.v0_preemption_warnings is False
-    v0 = ServingEngine(log_interval_s=2.5, v0_preemption_warnings=True, num_blocks=8, max_num_seqs=1,
+    v0 = ServingEngine(log_interval_s=0.001, v0_preemption_warnings=True, num_blocks=8, max_num_seqs=1,
                        max_num_batched_tokens=64, max_model_len=32)
     try:
-        assert v0.stat_logger.interval_s == 2.5 and v0.stat_logger.v0_preemption_warnings is True
+        assert v0.stat_logger.interval_s == 0.001 and v0.stat_logger.v0_preemption_warnings is True
         assert v0.engine.loaded is host.shared_model()
+        ids, _ = v0.prepare(prompt="hello")
+        list(v0.submit(ids, {"max_tokens": 3, "temperature": 0.0, "ignore_eos": True}, "logged"))
+        # the engine's own loop writes to this logger: V1's stats line, readable back from the page
+        wait_for(lambda: v0.log_lines(), "a stats line")
+        lines = v0.log_lines()
+        assert lines[0]["kind"] == "stats" and "[loggers.py] Engine 000: Avg prompt throughput" in lines[0]["line"]
+        assert v0.log_lines(since=lines[-1]["time"] + 1) == []
     finally:
         v0.stop()
 
@@ -422,11 +429,14 @@ def test_a_prompt_that_fills_the_context_is_refused_and_a_chat_the_engine_refuse
 
     n = len(serving.engine.tokenizer.encode("hello"))
     full = ServingEngine(num_blocks=8, max_num_seqs=1, max_num_batched_tokens=64, max_model_len=n)
+    one_left = ServingEngine(num_blocks=8, max_num_seqs=1, max_num_batched_tokens=64, max_model_len=n + 1)
     try:
         with pytest.raises(ServingRefused, match=f"you requested {n + 1} tokens"):
             full.prepare(prompt="hello")
+        assert one_left.prepare(prompt="hello")[1] == 1  # one token of room is room for one
     finally:
         full.stop()
+        one_left.stop()
     def no_template(messages):
         raise engine.RequestError("this model has no chat template: send a plain prompt")
 
@@ -445,9 +455,38 @@ def test_open_streams_to_an_event_loop_as_the_api_view_does(serving):
         outputs = [out async for out in handle]
         return prompt_tokens, outputs
 
+    async def chat():
+        messages = [{"role": "user", "content": "안녕"}]
+        handle, prompt_tokens = await serving.open(messages=messages, prompt="", max_tokens=2,
+                                                   sampling={"temperature": 0.0, "ignore_eos": True}, request_id="async-2")
+        return prompt_tokens, [out async for out in handle], len(serving.engine.encode_chat(messages))
+
     prompt_tokens, outputs = asyncio.run(ask())
     assert prompt_tokens == len(serving.engine.tokenizer.encode("hello"))
     assert outputs[-1].finished and len(outputs[-1].token_ids) == 3
+    assert {out.request_id for out in outputs} == {"async-1"}  # the API's id, which abort names
+    prompt_tokens, outputs, chat_tokens = asyncio.run(chat())
+    assert prompt_tokens == chat_tokens and outputs[-1].request_id == "async-2" and len(outputs[-1].token_ids) == 2
+
+
+def test_a_sink_takes_the_outputs_in_the_engine_thread_as_the_scaled_workers_pipe_does(serving):
+    class Collect:
+        loop = None
+
+        def __init__(self):
+            self.items, self.threads = [], set()
+
+        def put(self, item):
+            self.items.append(item)
+            self.threads.add(threading.current_thread().name)
+
+    sink = Collect()
+    ids, _ = serving.prepare(prompt="hello")
+    serving.submit(ids, {"max_tokens": 2, "temperature": 0.0, "ignore_eos": True}, "piped", sink=sink)
+    wait_for(lambda: len(sink.items) >= 2 and not hasattr(sink.items[-1], "token_ids"), "the end mark in the sink")
+    outputs = sink.items[:-1]  # then the end mark, as a handle's queue gets it
+    assert outputs[-1].finished and len(outputs[-1].token_ids) == 2 and {o.request_id for o in outputs} == {"piped"}
+    assert threading.current_thread().name not in sink.threads
 
 
 def test_the_engine_process_gets_the_torch_threads_the_settings_name(settings):
