@@ -191,6 +191,8 @@ class EngineLoop:
         itself (then the handle is not iterated; `after_step` marks the end of each step)."""
         sink = sink or _Sink(loop)
         with self._turn():
+            if self.error is not None:  # nobody would ever step it
+                raise RuntimeError(f"the engine stopped: {self.error}")
             rid = self.engine.add_request(prompt, params, request_id)
             handle = RequestHandle(rid, self, sink)
             self._handles[rid] = handle
@@ -268,6 +270,15 @@ class EngineLoop:
 
     # --- the thread ----------------------------------------------------------------------------
     def _run(self) -> None:
+        try:
+            self._steps()
+        except Exception as exc:  # a broken step (or log line) must not leave callers waiting forever
+            logger.exception("engine loop failed")
+            with self._lock:  # submit checks `error` under the same lock: no request slips in after
+                self.error = exc
+                self._fail_all(exc)
+
+    def _steps(self) -> None:
         while not self._stopping:
             if self._paused.is_set() and not self._step_once.is_set():
                 self._wake.wait(self.idle_wait)
@@ -277,13 +288,7 @@ class EngineLoop:
                 busy = self.engine.has_unfinished_requests()
                 if busy:
                     self._step_once.clear()
-                    try:
-                        event = self.engine.step()
-                    except Exception as exc:  # a broken step must not leave callers waiting forever
-                        logger.exception("engine step failed")
-                        self.error = exc
-                        self._fail_all(exc)
-                        return
+                    event = self.engine.step()
                     # The step's event goes to every subscriber before its outputs go to the
                     # callers: whoever holds a request's output (its final one above all) finds
                     # the step that produced it already in each subscription. Published after the

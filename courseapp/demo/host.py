@@ -82,7 +82,7 @@ class RunSession:
     def is_ticking(self) -> bool:
         """Alive: still building its engines (how long that may take is the reaper's
         DEMO_START_WITHIN_S), or its loop came round lately."""
-        return not self.started or time.monotonic() - self.last_tick < TICKING_WITHIN_S
+        return not self.started or time.monotonic() - self.last_tick < TICKING_WITHIN_S  # pragma: no mutate (< or <= on a float clock)
 
     def has_started(self) -> bool:
         return self.started
@@ -284,8 +284,8 @@ class EmbeddedHost:
         self.ended = EndedPictures()  # the last picture of runs that ended lately
         self.threads: dict[str, threading.Thread] = {}
         self._lock = threading.Lock()
-        self._atexit = False
-        self._shutting_down = False
+        self._atexit = False  # pragma: no mutate (None is as false)
+        self._shutting_down = False  # pragma: no mutate (None is as false)
 
     def start(self, run_id: str, spec: dict, publish, on_begin, on_finish) -> None:
         """on_begin() → False if the run ended before its thread started; on_finish(end) gets
@@ -342,7 +342,7 @@ class EmbeddedHost:
         with self._lock:
             return list(self.sessions.items())
 
-    def shutdown(self, timeout: float = 10.0) -> None:
+    def shutdown(self, timeout: float = 10.0) -> None:  # pragma: no mutate (the default wait: only timing tells 10 s from 11)
         """Stop every run and wait for its thread (at exit). An engine thread still inside torch
         while the interpreter finalises is stopped at its next GIL hand-over by a forced unwind
         through torch's C++ frames: `terminate called without an active exception`, the process
@@ -354,7 +354,7 @@ class EmbeddedHost:
             self.command(run_id, {"type": "stop", "reason": "shutdown"})
         deadline = time.monotonic() + timeout
         for _run_id, thread in threads:
-            thread.join(max(0.0, deadline - time.monotonic()))
+            thread.join(max(0.0, deadline - time.monotonic()))  # pragma: no mutate (a floor of 1 s: only timing tells)
 
 
 class ServingRefused(ValueError):
@@ -387,7 +387,8 @@ class ServingEngine:
     def max_model_len(self) -> int:
         return self.engine.max_model_len
 
-    def prepare(self, *, messages: list | None = None, prompt: str = "", max_tokens: int | None = None) -> tuple[list, int]:
+    # pragma below: the prompt's default is read only when no messages come, and every such caller names a prompt
+    def prepare(self, *, messages: list | None = None, prompt: str = "", max_tokens: int | None = None) -> tuple[list, int]:  # pragma: no mutate
         """(token ids, max_tokens): a chat through the model's template, or a plain prompt; the
         answer's room is what the context leaves when the caller names none (as vLLM does)."""
         eng = _engine()
@@ -433,7 +434,7 @@ class ServingEngine:
     def snapshot(self):
         return self.loop.snapshot()
 
-    def log_lines(self, since: float = 0.0) -> list[dict]:
+    def log_lines(self, since: float = 0.0) -> list[dict]:  # pragma: no mutate (wall-clock times: 0 and 1 are both long ago)
         """The server log's lines written since a wall-clock time ({time, kind, line})."""
         return [entry.to_dict() for entry in self.stat_logger.since(since)]
 

@@ -138,3 +138,27 @@ def test_callers_get_the_lock_between_steps_while_the_engine_is_busy(loop):
     assert second.result(timeout=30).finished
     assert not loop.engine.requests[first.request_id].status.finished, "the short request finished while the long one ran"
     first.abort()
+
+
+class BrokenLog(StatLogger):
+    """A server log whose write fails: outside the step itself, still inside the loop's thread."""
+
+    def due(self, now=None):
+        raise OSError("disk full")
+
+
+@pytest.mark.parametrize("where", ["step", "log"])
+def test_a_loop_that_fails_ends_its_requests_with_the_reason_and_refuses_new_ones(tiny_llama, monkeypatch, where):
+    engine = LLMEngine(EngineConfig(model=tiny_llama, block_size=4, num_blocks=16, max_num_seqs=2))
+    if where == "step":
+        monkeypatch.setattr(engine, "step", lambda: (_ for _ in ()).throw(OSError("disk full")))
+    front = EngineLoop(engine, stat_logger=BrokenLog() if where == "log" else None).start()
+    try:
+        handle = front.submit([1, 2, 3], SamplingParams(temperature=0, max_tokens=3, ignore_eos=True), request_id="doomed")
+        with pytest.raises(RuntimeError, match="the engine stopped: disk full"):
+            handle.result(timeout=20)
+        with pytest.raises(RuntimeError, match="the engine stopped: disk full"):  # not queued for nobody
+            front.submit([1, 2], SamplingParams(max_tokens=1), request_id="late")
+        assert "late" not in engine.requests
+    finally:
+        front.stop()
