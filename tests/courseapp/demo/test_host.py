@@ -301,6 +301,7 @@ def test_the_embedded_host_runs_a_session_in_a_thread_takes_its_commands_and_for
     assert embedded.live() == [] and embedded.threads == {}
     assert not embedded.command("run-1", {"type": "step"})  # gone
     assert published[0]["type"] == "snapshot" and published[-1]["type"] == "delta"  # a picture, then what changed
+    assert published[0]["run"] == "run-1"  # the page drops a picture of another run
 
 
 def test_a_run_that_ended_before_its_thread_began_is_not_run_or_reported():
