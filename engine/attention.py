@@ -100,3 +100,7 @@ def paged_attention_forward(module, query, key, value, attention_mask, scaling=N
 
 
 AttentionInterface.register(ATTN_IMPLEMENTATION, paged_attention_forward)
+# The compiled path (EngineConfig.compile) runs each decoder layer compiled around this one call:
+# its index math changes shape with every step's groups, so dynamo leaves it to run eagerly.
+COMPILED_ATTN_IMPLEMENTATION = "engine_paged_compiled"
+AttentionInterface.register(COMPILED_ATTN_IMPLEMENTATION, torch.compiler.disable(paged_attention_forward))

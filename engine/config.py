@@ -1,5 +1,6 @@
 """Engine configuration, validated before any work starts."""
 import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +27,10 @@ class EngineConfig:
     # "paged": blocks as tokens need them; "max_len": each request reserves max_model_len up
     # front (the naive scheme of the lesson's §1.2, kept for side-by-side comparison)
     kv_reservation: str = "paged"
+    # torch.compile (inductor) of each decoder layer around the paged attention, in a copy of the
+    # weights of its own; the first steps of each new shape compile (tens of seconds in all).
+    # Inductor builds C++ (on a GPU, Triton's launchers): it needs a C/C++ compiler (Debian: g++).
+    compile: bool = False
     device: str | None = None  # None → cuda if available, else cpu
     dtype: str | None = None  # None → bfloat16 on cuda, float32 on cpu
     seed: int = 0
@@ -47,6 +52,9 @@ class EngineConfig:
             raise ConfigError(f"scheduling must be 'continuous' or 'static', got {self.scheduling!r}")
         if self.kv_reservation not in ("paged", "max_len"):
             raise ConfigError(f"kv_reservation must be 'paged' or 'max_len', got {self.kv_reservation!r}")
+        if self.compile and not (shutil.which("g++") or shutil.which("c++")):
+            raise ConfigError("compile=True needs a C++ compiler (g++ or c++ on the PATH): torch.compile's "
+                              "inductor builds the compiled layers with it (Debian: apt-get install g++)")
         if not Path(self.model).is_dir():
             raise ConfigError(f"model folder not found: {self.model} (set EngineConfig.model or ENGINE_MODEL)")
         if not (Path(self.model) / "config.json").exists():

@@ -10,7 +10,7 @@ from engine.config import ConfigError, EngineConfig
 from engine.events import BlockState, ScheduledItem, StepEvent
 from engine.kv_cache import KVCache
 from engine.metrics import EngineMetrics, MetricsSnapshot
-from engine.model_runner import LoadedModel, ModelRunner, load_model
+from engine.model_runner import LoadedModel, ModelRunner, compiled, load_model
 from engine.outputs import RequestOutput
 from engine.request import Request, Status
 from engine.sampling import SamplingParams, sample
@@ -32,6 +32,8 @@ class LLMEngine:
     def __init__(self, config: EngineConfig | None = None, loaded: LoadedModel | None = None):
         self.config = config or EngineConfig()
         self.loaded = loaded or load_model(self.config.model, self.config.device, self.config.dtype)
+        if self.config.compile:
+            self.loaded = compiled(self.loaded)
         self.tokenizer = self.loaded.tokenizer
         cfg = self.config
         num_blocks = cfg.num_blocks or cfg.kv_cache_memory_bytes // self.loaded.shape.bytes_per_block(cfg.block_size, self.loaded.dtype)

@@ -3,15 +3,17 @@
 Every scheduled token of every request goes into a single [1, T] batch with explicit
 position ids; paged_attention_forward finds each request's K/V through the step metadata.
 """
+import copy
 import threading
+import weakref
+from dataclasses import dataclass, replace
 from pathlib import Path
-from dataclasses import dataclass
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from engine import attention  # noqa: F401  (registers the attention implementation)
-from engine.attention import ATTN_IMPLEMENTATION, AttnGroup, StepMetadata
+from engine.attention import ATTN_IMPLEMENTATION, COMPILED_ATTN_IMPLEMENTATION, AttnGroup, StepMetadata
 from engine.kv_cache import KVCache, KVShape
 from engine.request import Request
 
@@ -71,6 +73,33 @@ def wrap_model(model, tokenizer=None) -> LoadedModel:
         max_model_len=int(getattr(config, "max_position_embeddings", 2048)),
         eos_token_ids=eos_ids,
     )
+
+
+_compiled: "weakref.WeakKeyDictionary[torch.nn.Module, LoadedModel]" = weakref.WeakKeyDictionary()
+
+
+def compiled(loaded: LoadedModel) -> LoadedModel:
+    """The same model with each decoder layer, the final norm and the LM head compiled by
+    torch.compile (inductor), made once per model and process (EngineConfig.compile).
+
+    A copy of the weights of its own: engines on the eager path keep theirs untouched. Each layer
+    compiles as two graphs, before and after the paged attention, which runs eagerly between them
+    (its index math changes shape with every step); what a graph holds — RMSNorm, the Q/K/V and
+    output projections, rotary embedding, the MLP — runs as fused kernels. Token counts vary per
+    step, so shapes are dynamic (one compile serves every step size)."""
+    with _load_lock:
+        if loaded.model not in _compiled:
+            model = copy.deepcopy(loaded.model)
+            model.set_attn_implementation(COMPILED_ATTN_IMPLEMENTATION)
+            layers = model.model.layers
+            for module in (*layers, model.model.norm, model.lm_head):
+                module.compile(dynamic=True)
+            # The layers share one forward (and one resume function after the attention): dynamo
+            # keeps a compiled entry per layer object, more than its default limit of 8 in a
+            # model of more than a few layers, past which it would quietly run them eagerly.
+            torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 4 * len(layers) + 8)
+            _compiled[loaded.model] = replace(loaded, model=model)
+        return _compiled[loaded.model]
 
 
 PADDING_LIMIT = 1.3  # a group's padded attention work may be at most this multiple of its real work

@@ -22,7 +22,7 @@ def test_throughput_compares_every_system_on_one_budget(tiny_llama):
                    "HF generate, static, reserving the longest job", "transformers continuous batching"):
         assert re.search(rf"^{re.escape(system)}\s+\d+\s+\d+\.\d+\s+\d+\.\d+\s+\d+\.\d+×$", out, re.M), (system, out)
     assert re.search(r"KV waste, paged .*: \d+\.\d+%", out)
-    assert re.search(r"engine decode: .* = \d+\.\d+% of it", out)
+    assert re.search(r"engine continuous decode: .* = \d+\.\d+% of it", out)
     assert re.search(r"^prefill, 2 prompts × 64 tokens: engine \(one step\) [\d,]+ tok/s, one plain HF forward [\d,]+ tok/s = \d+% of it$", out, re.M), out
 
 
