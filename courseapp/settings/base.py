@@ -215,17 +215,20 @@ if REDIS_URL:
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
-# Rate limits (courseapp/demo/limits.py) are counted where every process answering requests sees
-# them: Redis when scaled; with HTTP worker processes and no Redis, files in a folder the server
-# makes as it starts (its spawned workers inherit the variable), since LocMem is per process.
-if REDIS_URL or not HTTP_WORKERS:
-    CACHES["limits"] = dict(CACHES["default"])
-else:
+
+def limits_cache(http_workers: int, caches: dict) -> dict:
+    """Where rate limits (courseapp/demo/limits.py) are counted: where every process answering
+    requests sees them. The default cache when it is shared (Redis, scaled) or when this process
+    answers everything itself; with HTTP worker processes and a per-process cache (LocMem), files
+    in a folder the server makes as it starts (its spawned workers inherit the variable). Each
+    settings module calls it once its HTTP_WORKERS is final, so no folder is made for nothing."""
+    if "LocMem" not in caches["default"]["BACKEND"] or not http_workers:
+        return dict(caches["default"])
     import tempfile
 
-    CACHES["limits"] = {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
-                        "LOCATION": os.environ.setdefault("COURSEAPP_LIMITS_DIR", tempfile.mkdtemp(prefix="courseapp-limits-")),
-                        "OPTIONS": {"MAX_ENTRIES": 100_000}}
+    folder = os.environ.setdefault("COURSEAPP_LIMITS_DIR", tempfile.mkdtemp(prefix="courseapp-limits-"))
+    return {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache", "LOCATION": folder,
+            "OPTIONS": {"MAX_ENTRIES": 100_000}}
 
 
 

@@ -4,7 +4,9 @@ import os
 from django.core.management.utils import get_random_secret_key
 
 from .base import *  # noqa: F401,F403
-from .base import BASE_DIR
+from .base import BASE_DIR, CACHES, HTTP_WORKERS, limits_cache
+
+CACHES["limits"] = limits_cache(HTTP_WORKERS, CACHES)
 
 DEBUG = os.environ.get("DEBUG", "") in {"1", "true", "True", "yes"}
 

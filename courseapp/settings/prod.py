@@ -9,6 +9,9 @@ import os
 from django.core.exceptions import ImproperlyConfigured
 
 from .base import *  # noqa: F401,F403
+from .base import CACHES, HTTP_WORKERS, limits_cache
+
+CACHES["limits"] = limits_cache(HTTP_WORKERS, CACHES)
 
 
 def _required(name):

@@ -2,7 +2,7 @@
 import os
 
 from .base import *  # noqa: F401,F403
-from .base import BASE_DIR, CACHES, SQLITE_OPTIONS, session_engine
+from .base import BASE_DIR, CACHES, SQLITE_OPTIONS, limits_cache, session_engine
 
 DEBUG = False
 WHITENOISE_USE_FINDERS = True
@@ -22,13 +22,11 @@ if not os.environ.get("DATABASE_URL"):
 # Requests in the test process unless a test asks for workers (a server it starts gets the default).
 HTTP_WORKERS = int(os.environ.get("HTTP_WORKERS", "0"))
 SESSION_ENGINE = session_engine(HTTP_WORKERS, CACHES)
-if not HTTP_WORKERS and "LocMem" in CACHES["default"]["BACKEND"]:
-    # This process answers its requests itself: rate counts in its memory, like the rest. base.py
-    # made a counts folder for HTTP workers and named it in the environment, where every server a
-    # test starts, and each pytest-xdist process, would inherit it and share its counts (one
-    # process's cache.clear() between tests emptied another's mid-test); each server makes its own.
-    CACHES["limits"] = dict(CACHES["default"])
-    os.environ.pop("COURSEAPP_LIMITS_DIR", None)
+# With HTTP_WORKERS=0 this process answers its requests itself: rate counts in its memory, like
+# the rest, and no counts folder is named in the environment, where every server a test starts,
+# and each pytest-xdist process, would inherit it and share its counts (one process's
+# cache.clear() between tests emptied another's mid-test); each server makes its own.
+CACHES["limits"] = limits_cache(HTTP_WORKERS, CACHES)
 LOGGING = {"version": 1, "disable_existing_loggers": False}
 DEMO_STEP_DELAY = float(os.environ.get("DEMO_STEP_DELAY", "0.005"))  # a server a test starts may slow it
 # Engine sessions as threads of the test process (tests reach into them); the engine-process
