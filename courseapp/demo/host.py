@@ -293,7 +293,7 @@ class EmbeddedHost:
         session = RunSession(run_id, spec, publish)
 
         def target():
-            end: dict = {}
+            end: dict = {}  # pragma: no mutate (None is as false below)
             try:
                 if on_begin():
                     end = session.run_to_end(lambda: self._shutting_down)
@@ -387,7 +387,7 @@ class ServingEngine:
     def max_model_len(self) -> int:
         return self.engine.max_model_len
 
-    # pragma below: the prompt's default is read only when no messages come, and every such caller names a prompt
+    # (no mutate: the prompt's default is read only when no messages come, and every such caller names a prompt)
     def prepare(self, *, messages: list | None = None, prompt: str = "", max_tokens: int | None = None) -> tuple[list, int]:  # pragma: no mutate
         """(token ids, max_tokens): a chat through the model's template, or a plain prompt; the
         answer's room is what the context leaves when the caller names none (as vLLM does)."""
