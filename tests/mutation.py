@@ -67,7 +67,8 @@ def run(module: str, tests: list[str]) -> dict:
         mutmut = [sys.executable, "-m", "mutmut"]
         print(f"== {module}: tests {' '.join(tests)}", flush=True)
         # tests/conftest.py: no shrinking, and each mutant's tests in the order MODULES lists them
-        env = {**os.environ, "HYPOTHESIS_PROFILE": "mutation", "MUTATION_TEST_ORDER": ",".join(tests)}
+        # and the demo host's tests wait 20 s, not 60, for a thread a mutant has stopped
+        env = {**os.environ, "HYPOTHESIS_PROFILE": "mutation", "MUTATION_TEST_ORDER": ",".join(tests), "HANG_GUARD_S": "20"}
         done = subprocess.run([*mutmut, "run"], cwd=work, capture_output=True, text=True, env=env)
         if done.returncode != 0:
             print(done.stdout[-3000:], done.stderr[-3000:], sep="\n")

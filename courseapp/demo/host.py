@@ -300,8 +300,7 @@ class EmbeddedHost:
             finally:
                 with self._lock:
                     self.ended.keep(run_id, session.snapshot_text())
-                    self.sessions.pop(run_id, None)
-                    self.threads.pop(run_id, None)
+                    del self.sessions[run_id], self.threads[run_id]  # this thread alone removes them
                 try:
                     if end:
                         on_finish(end)

@@ -1,6 +1,7 @@
 """The demo's host (courseapp/demo/host.py) on its own, with the shipped model and small specs: what
 a RunSession does with its script and each command, how it ends, and what EmbeddedHost keeps. No
 database: a session never touches it (its host reports through callbacks)."""
+import os
 import threading
 import time
 from datetime import datetime, timezone as dt_timezone
@@ -14,7 +15,9 @@ from tests.e2e.conftest import wait_until
 
 CONFIG = dict(block_size=16, num_blocks=64, max_num_seqs=4, max_num_batched_tokens=256, enable_prefix_caching=True,
               preemption_mode="recompute", scheduling="continuous", max_model_len=512)
-HANG_GUARD_S = 60  # a bound on waiting for a thread, not a timing: every wait below ends far sooner
+# A bound on waiting for a thread, not a timing: every wait below ends far sooner. The mutation
+# run (tests/mutation.py) sets it lower: a mutant that stops a run would hold each worker a minute.
+HANG_GUARD_S = float(os.environ.get("HANG_GUARD_S", "60"))
 
 
 def make_spec(**extra) -> dict:
@@ -268,15 +271,18 @@ def test_run_to_end_gives_the_trace_and_how_it_ended():
     assert end["trace"] is not None and "error" not in end
 
 
-def test_an_engine_failure_ends_the_run_with_its_reason_unless_the_host_is_shutting_down(monkeypatch):
+def test_an_engine_failure_ends_the_run_with_its_reason_unless_the_host_is_shutting_down(monkeypatch, caplog):
     spec = make_spec(requests=[{"at": 0, "user": "질문", "max_tokens": 2}])
 
     def broken(self):
         raise RuntimeError("the pool is on fire")
 
     monkeypatch.setattr(RunSession, "_step_all", broken)
-    end = RunSession("run-1", spec, publish=Watcher()).run_to_end(lambda: False)
+    with caplog.at_level("ERROR", logger="courseapp.demo"):
+        end = RunSession("run-1", spec, publish=Watcher()).run_to_end(lambda: False)
     assert end == {"trace": None, "error": "RuntimeError: the pool is on fire"}
+    # the server's log names the run and keeps the traceback, for whoever reads it after the class
+    assert [(r.getMessage(), r.exc_info[0]) for r in caplog.records] == [("demo run run-1 failed", RuntimeError)]
     end = RunSession("run-2", spec, publish=Watcher()).run_to_end(lambda: True, "server_restart")
     assert end == {"trace": None, "status": "stopped", "reason": "server_restart"}
     end = RunSession("run-3", spec, publish=Watcher()).run_to_end(lambda: True)
@@ -285,11 +291,18 @@ def test_an_engine_failure_ends_the_run_with_its_reason_unless_the_host_is_shutt
 
 # --- EmbeddedHost ----------------------------------------------------------------------------------
 
-def test_the_embedded_host_runs_a_session_in_a_thread_takes_its_commands_and_forgets_it_when_it_ends():
+def test_the_embedded_host_runs_a_session_in_a_thread_takes_its_commands_and_forgets_it_when_it_ends(monkeypatch):
+    import atexit
+
+    at_exit = []
+    monkeypatch.setattr(atexit, "register", at_exit.append)
     embedded, finished, published = EmbeddedHost(), [], []
     done = threading.Event()
     embedded.start("run-1", make_spec(open=True), publish=published.append, on_begin=lambda: True,
                    on_finish=lambda end: (finished.append(end), done.set()))
+    thread = embedded.threads["run-1"]
+    # its thread never holds the process open at exit (the host's shutdown, registered once, ends it)
+    assert thread.daemon and thread.name == "demo-run-run-1" and at_exit == [embedded.shutdown]
     wait_for(lambda: embedded.is_alive("run-1") and embedded.sessions["run-1"].has_started(), "the run started")
     assert embedded.is_ticking("run-1") and [run_id for run_id, _ in embedded.live()] == ["run-1"]
     assert embedded.latest_snapshot("run-1")[0] >= 1
@@ -302,6 +315,12 @@ def test_the_embedded_host_runs_a_session_in_a_thread_takes_its_commands_and_for
     assert not embedded.command("run-1", {"type": "step"})  # gone
     assert published[0]["type"] == "snapshot" and published[-1]["type"] == "delta"  # a picture, then what changed
     assert published[0]["run"] == "run-1"  # the page drops a picture of another run
+    gate = threading.Event()  # a second run, held before it begins: its thread's name, one exit hook
+    embedded.start("0123456789abcdef", make_spec(), publish=published.append,
+                   on_begin=lambda: gate.wait(HANG_GUARD_S) and False, on_finish=finished.append)
+    assert embedded.threads["0123456789abcdef"].name == "demo-run-01234567" and at_exit == [embedded.shutdown]
+    gate.set()
+    wait_for(lambda: not embedded.is_alive("0123456789abcdef"), "the second run left the host")
 
 
 def test_a_run_that_ended_before_its_thread_began_is_not_run_or_reported():
