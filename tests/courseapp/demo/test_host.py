@@ -126,12 +126,13 @@ def test_each_block_shows_the_text_it_holds():
 
 # --- commands --------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("value", "speed"), [(100, 8.0), (0.01, 0.125), ("2", 2.0)])
+@pytest.mark.parametrize(("value", "speed"), [(100, 8.0), (0.01, 0.125), ("2", 2.0), (None, 1.0)])
 def test_speed_is_kept_between_an_eighth_and_eight_times(value, speed):
     spec = make_spec(requests=[{"at": 0, "user": "질문", "max_tokens": 1}])
     watcher = Watcher()
     session = RunSession("run-1", spec, publish=watcher)
-    session.command({"type": "speed", "value": value})
+    session.command({"type": "speed", "value": 4})
+    session.command({"type": "speed"} if value is None else {"type": "speed", "value": value})  # none named: 1×
     run_through(session)
     assert watcher.frames[-1]["speed"] == speed
 
@@ -142,6 +143,9 @@ def test_speed_is_kept_between_an_eighth_and_eight_times(value, speed):
     ({"type": "stop", "reason": "never_picked_up"}, "expired", "never_picked_up", ""),
     ({"type": "stop", "reason": "worker_lost", "status": "failed", "message": "its worker was lost"}, "failed", "worker_lost", "its worker was lost"),
     ({"type": "stop", "reason": "owner", "status": "finished"}, "stopped", "owner", ""),  # only an ending status is taken
+    # the status the database now has wins over the one the reason suggests
+    ({"type": "stop", "reason": "lifetime", "status": "stopped"}, "stopped", "lifetime", ""),
+    ({"type": "stop", "reason": "owner", "status": "expired"}, "expired", "owner", ""),
 ])
 def test_a_stop_ends_the_run_with_the_status_and_reason_it_carries(cmd, status, reason, message):
     spec = make_spec(open=True)
@@ -187,7 +191,7 @@ def test_a_paused_run_steps_once_per_step_command_and_runs_again_on_resume(every
     session.command({"type": "resume"})
     ended(session, thread)  # a scripted run ends when its script is done
     last = watcher.frames[-1]
-    assert not last["paused"] and last["status"] == "finished" and last["lanes"][0]["step"] > 2
+    assert last["paused"] is False and last["status"] == "finished" and last["lanes"][0]["step"] > 2  # JSON false, not null
 
 
 def test_pause_holds_a_running_run():
