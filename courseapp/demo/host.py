@@ -170,7 +170,7 @@ class RunSession:
             self._submitted += 1
             key = f"u{self._submitted}"
             try:
-                self._add({"system": self.spec.get("system", ""), "user": cmd["prompt"],
+                self._add({"system": self.spec.get("system"), "user": cmd["prompt"],
                            "max_tokens": int(cmd.get("max_tokens", 64))}, key, owner=cmd.get("owner", ""))
                 self.builder.message = ""
             except ValueError as exc:  # the engine's RequestError/SamplingError: say why, keep running

@@ -176,6 +176,17 @@ def test_a_learners_prompts_join_an_open_run_under_their_own_keys_and_a_refused_
     assert requests["u1"]["prompt_tokens"] == len(chat)  # the run's system prompt comes first
 
 
+def test_a_prompt_sent_with_no_length_may_run_to_64_tokens_and_a_run_with_no_system_prompt_sends_none(every_step_a_frame):
+    session, watcher, thread = started(make_spec(open=True))
+    session.command({"type": "submit", "prompt": "질문", "owner": "learner-9"})
+    wait_for(lambda: "u1" in session.lanes[0].state.requests, "the prompt joined")
+    session.command({"type": "stop"})
+    ended(session, thread)
+    request = watcher.frames[-1]["lanes"][0]["requests"][0]
+    chat = session.lanes[0].engine.encode_chat([{"role": "user", "content": "질문"}])
+    assert (request["max_tokens"], request["prompt_tokens"]) == (64, len(chat))
+
+
 def test_a_paused_run_steps_once_per_step_command_and_runs_again_on_resume(every_step_a_frame):
     spec = make_spec(start_paused=True, requests=[{"at": 0, "user": "한 걸음씩", "max_tokens": 6, "ignore_eos": True}])
     session, watcher, thread = started(spec)
