@@ -253,13 +253,13 @@ class RunSession:
     def _block_text(self, lane: Lane, rid: str) -> None:
         """What each of a request's blocks holds, as text (shown when a block is hovered or focused).
         Full blocks never change, so only new ones and the last, partial one are decoded."""
-        req = lane.engine.requests.get(rid)
-        if req is None or lane.engine.tokenizer is None:
+        if lane.engine.tokenizer is None:
             return
+        req = lane.engine.requests[rid]  # a scheduled request: the engine keeps it (finished too)
         size = lane.state.block_size
         ids = req.all_token_ids[: req.num_computed_tokens]
         texts = lane.state.block_text.setdefault(rid, [])
-        del texts[max(0, len(texts) - 1):]  # the last one may have grown
+        del texts[max(0, len(texts) - 1):]  # the last one may have grown (from one earlier: the same texts)
         for start in range(len(texts) * size, len(ids), size):
             texts.append(lane.engine.tokenizer.decode(ids[start : start + size]))
 

@@ -8,7 +8,7 @@ from datetime import datetime, timezone as dt_timezone
 
 import pytest
 
-from courseapp.demo import frames, host
+from courseapp.demo import frames, host, traces
 from courseapp.demo.host import EmbeddedHost, RunSession
 from tests.courseapp.demo.watcher import Watcher
 from tests.e2e.conftest import wait_until
@@ -122,6 +122,18 @@ def test_each_block_shows_the_text_it_holds():
     assert texts == [engine.tokenizer.decode(ids[i : min(i + 16, computed)]) for i in range(0, computed, 16)]
     assert len(texts) == -(-computed // 16)
     assert all(texts[:-1])  # every full block has text
+    assert state.requests["s0"]["text"] == engine.output("s0").text  # the answer as it streams
+
+
+def test_a_block_still_filling_shows_what_it_holds_after_each_step():
+    """A prompt shorter than a block: its one block grows every step, and its text with it."""
+    spec = make_spec(requests=[{"at": 0, "user": "네", "max_tokens": 4, "ignore_eos": True}])
+    session = RunSession("run-1", spec, publish=Watcher())
+    run_through(session)
+    engine, state = session.lanes[0].engine, session.lanes[0].state
+    ids = engine.requests["s0"].all_token_ids
+    computed = state.requests["s0"]["prompt_tokens"] + 4 - 1
+    assert computed <= 16 and state.block_text["s0"] == [engine.tokenizer.decode(ids[:computed])]
 
 
 # --- commands --------------------------------------------------------------------------------------
@@ -173,18 +185,19 @@ def test_a_learners_prompts_join_an_open_run_under_their_own_keys_and_a_refused_
     assert (requests["u1"]["owner"], requests["u1"]["max_tokens"]) == ("learner-7", 3)
     assert requests["u3"]["owner"] == "learner-8"
     chat = session.lanes[0].engine.encode_chat([{"role": "system", "content": "짧게 답하세요."}, {"role": "user", "content": "첫 질문"}])
-    assert requests["u1"]["prompt_tokens"] == len(chat)  # the run's system prompt comes first
+    assert session.lanes[0].engine.requests["u1"].prompt_token_ids == chat  # the run's system prompt comes first
+    assert requests["u1"]["prompt_tokens"] == len(chat)
 
 
 def test_a_prompt_sent_with_no_length_may_run_to_64_tokens_and_a_run_with_no_system_prompt_sends_none(every_step_a_frame):
     session, watcher, thread = started(make_spec(open=True))
-    session.command({"type": "submit", "prompt": "질문", "owner": "learner-9"})
+    session.command({"type": "submit", "prompt": "질문"})  # nobody named (a scripted prompt has no owner)
     wait_for(lambda: "u1" in session.lanes[0].state.requests, "the prompt joined")
     session.command({"type": "stop"})
     ended(session, thread)
     request = watcher.frames[-1]["lanes"][0]["requests"][0]
     chat = session.lanes[0].engine.encode_chat([{"role": "user", "content": "질문"}])
-    assert (request["max_tokens"], request["prompt_tokens"]) == (64, len(chat))
+    assert (request["max_tokens"], request["prompt_tokens"], request["owner"]) == (64, len(chat), "")
 
 
 def test_a_paused_run_steps_once_per_step_command_and_runs_again_on_resume(every_step_a_frame):
@@ -284,6 +297,8 @@ def test_run_to_end_gives_the_trace_and_how_it_ended():
     end = ends[0]
     assert (end["status"], end["reason"]) == ("finished", "") and end["trace"] == session.trace.packed()
     assert end["trace"] is not None and "error" not in end
+    # what the replay page reads back: each step's lanes, the last one as the run ended
+    assert traces.frames(end["trace"])[-1] == {"lanes": [lane.state.to_dict() for lane in session.lanes]}
 
 
 def test_an_engine_failure_ends_the_run_with_its_reason_unless_the_host_is_shutting_down(monkeypatch, caplog):
