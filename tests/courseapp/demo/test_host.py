@@ -101,6 +101,17 @@ def test_a_scripted_run_serves_every_request_on_its_lanes_when_it_arrives_then_e
     assert a["timeline"]["s0"].startswith("   ") and a["timeline"]["s0"][3] != " "
     assert b["timeline"]["mine"][0] == " " and b["timeline"]["mine"][1] != " "
     assert len(session.trace) == a["step"]  # one trace frame per engine step
+    assert last["scene"] == ""  # a run that is no scene of the lesson (a scene's page shows its name)
+    assert session.lanes[0].engine.requests["s1"].params.temperature == 0.0  # greedy unless the script says
+
+
+def test_requests_due_at_the_same_step_join_in_the_order_the_scene_lists_them():
+    spec = make_spec(preset="concurrency", requests=[{"at": 0, "user": "첫째", "max_tokens": 1}, {"at": 0, "user": "둘째", "max_tokens": 1}],
+                     lane_requests={"a": [{"at": 0, "prompt": "셋째", "max_tokens": 1, "key": "third"}]})
+    watcher = Watcher()
+    run_through(RunSession("run-1", spec, publish=watcher))
+    assert [r["id"] for r in watcher.frames[-1]["lanes"][0]["requests"]] == ["s0", "s1", "third"]
+    assert watcher.frames[-1]["scene"] == "concurrency"
 
 
 def test_time_passes_while_nothing_runs_until_the_next_scripted_arrival():
