@@ -150,14 +150,23 @@ def test_a_block_still_filling_shows_what_it_holds_after_each_step():
 # --- commands --------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("value", "speed"), [(100, 8.0), (0.01, 0.125), ("2", 2.0), (None, 1.0)])
-def test_speed_is_kept_between_an_eighth_and_eight_times(value, speed):
-    spec = make_spec(requests=[{"at": 0, "user": "질문", "max_tokens": 1}])
+def test_speed_is_kept_between_an_eighth_and_eight_times_and_divides_the_pause_between_steps(value, speed, monkeypatch):
+    spec = make_spec(requests=[{"at": 0, "user": "질문", "max_tokens": 3, "ignore_eos": True}], step_delay=0.04)
     watcher = Watcher()
     session = RunSession("run-1", spec, publish=watcher)
+    slept, real_sleep = [], time.sleep
+
+    def sleep(seconds):  # the run's own pauses are counted, not waited
+        if threading.current_thread() is threading.main_thread():
+            return real_sleep(seconds)
+        slept.append(seconds)
+
+    monkeypatch.setattr(time, "sleep", sleep)
     session.command({"type": "speed", "value": 4})
     session.command({"type": "speed"} if value is None else {"type": "speed", "value": value})  # none named: 1×
     run_through(session)
     assert watcher.frames[-1]["speed"] == speed
+    assert session.step_delay == 0.04 and pytest.approx(0.04 / speed) in slept
 
 
 @pytest.mark.parametrize(("cmd", "status", "reason", "message"), [
