@@ -141,10 +141,16 @@ def test_callers_get_the_lock_between_steps_while_the_engine_is_busy(loop):
 
 
 class BrokenLog(StatLogger):
-    """A server log whose write fails: outside the step itself, still inside the loop's thread."""
+    """A server log whose write fails once there is work to log: outside the step itself, still
+    inside the loop's thread (an idle loop's log line is skipped, so it fails after a step)."""
 
     def due(self, now=None):
-        raise OSError("disk full")
+        return True
+
+    def log_stats(self, snap, now=None):
+        if snap.num_requests_running or snap.num_requests_waiting:
+            raise OSError("disk full")
+        return None
 
 
 @pytest.mark.parametrize("where", ["step", "log"])
