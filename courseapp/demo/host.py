@@ -259,7 +259,7 @@ class RunSession:
         size = lane.state.block_size
         ids = req.all_token_ids[: req.num_computed_tokens]
         texts = lane.state.block_text.setdefault(rid, [])
-        del texts[max(0, len(texts) - 1):]  # the last one may have grown (from one earlier: the same texts)
+        del texts[max(0, len(texts) - 1):]  # the last one may have grown; the full ones never change
         for start in range(len(texts) * size, len(ids), size):
             texts.append(lane.engine.tokenizer.decode(ids[start : start + size]))
 
