@@ -36,6 +36,11 @@ def test_lesson_page_shows_the_course_map_keywords_and_six_objectives(client, le
     assert len(page.select(".objectives .mastery")) == 6
 
 
+def test_the_lessons_address_without_a_number_leads_to_the_course_home(client):
+    response = client.get("/lessons/")
+    assert response.status_code == 302 and response["Location"] == reverse("home")
+
+
 @pytest.mark.django_db
 def test_unavailable_lessons_are_not_served(client):
     assert client.get(reverse("lessons:lesson", args=[22])).status_code == 404
