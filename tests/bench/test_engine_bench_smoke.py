@@ -17,12 +17,14 @@ def _run(*args) -> str:
 
 def test_throughput_compares_every_system_on_one_budget(tiny_llama):
     out = _run("bench.throughput", "--model", tiny_llama, "--requests", "4", "--kv-tokens", "256",
-               "--max-num-seqs", "4", "--budget", "64", "--prefill-prompts", "2", "--prefill-length", "64")
-    for system in ("engine continuous", "engine static", "HF generate, static, reserving max-model-len",
+               "--max-num-seqs", "4", "--budget", "64", "--prefill-prompts", "2", "--prefill-length", "64", "--compile")
+    for system in ("engine continuous", "engine continuous, compiled", "engine static", "HF generate, static, reserving max-model-len",
                    "HF generate, static, reserving the longest job", "transformers continuous batching"):
         assert re.search(rf"^{re.escape(system)}\s+\d+\s+\d+\.\d+\s+\d+\.\d+\s+\d+\.\d+×$", out, re.M), (system, out)
     assert re.search(r"KV waste, paged .*: \d+\.\d+%", out)
     assert re.search(r"engine continuous decode: .* = \d+\.\d+% of it", out)
+    assert re.search(r"engine continuous, compiled decode: .* = \d+\.\d+% of it", out)
+    assert re.search(r"^compiled path: compile and warm-up \(4 requests\) \d+\.\d s$", out, re.M), out
     assert re.search(r"^prefill, 2 prompts × 64 tokens: engine \(one step\) [\d,]+ tok/s, one plain HF forward [\d,]+ tok/s = \d+% of it$", out, re.M), out
 
 
