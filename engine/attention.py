@@ -31,8 +31,8 @@ class AttnGroup:
     num_blocks: int  # the longest context among them, in blocks
     q_idx: torch.Tensor  # [rows · q_len] each padded query's token in the flattened step (padding → 0)
     q_pos: torch.Tensor  # [rows, q_len] each padded query's position in its sequence (padding → 0)
-    blocks: torch.Tensor  # [kv_heads · rows · num_blocks] rows of the pool viewed [kv_heads · blocks, block]:
-    # the block table rows (padded with block 0) once per KV head, offset by head · num_blocks
+    blocks: torch.Tensor  # [2 · kv_heads · rows · num_blocks] rows of the pool viewed [2 · kv_heads · blocks, block]:
+    # the block table rows (padded with block 0) once per K and V head, offset by head · num_blocks
     out_idx: torch.Tensor  # [n] the real queries' tokens in the step, in padded order
     keep: torch.Tensor | None  # [n] where those sit among the rows · q_len padded ones (None: all real)
 
@@ -67,36 +67,42 @@ class StepMetadata:
         return self._masks[key]
 
 
-def paged_attention_forward(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
-    """query [1, H, T, D], key/value [1, Hkv, T, D] → (output [1, T, H, D], None)."""
-    meta: StepMetadata = kwargs["paged_step"]
-    k_pool, v_pool = meta.kv.k[module.layer_idx], meta.kv.v[module.layer_idx]  # [Hkv, slots, D]
-    k_pool.index_copy_(1, meta.slot_mapping, key[0].to(k_pool.dtype))
-    v_pool.index_copy_(1, meta.slot_mapping, value[0].to(v_pool.dtype))
+def paged_attention(meta: StepMetadata, layer: int, q: torch.Tensor, kv: torch.Tensor,
+                    scaling: float | None, window: int | None) -> torch.Tensor:
+    """One layer's attention for the whole step: q [T, H, D] and the step's kv [2 · Hkv, T, D]
+    (K heads, then V heads; any strides) → [T, H, D]. Writes the step's K/V into the pool first,
+    then attends group by group."""
+    pool = meta.kv.kv[layer]  # [2 · Hkv, slots, D]
+    pool.index_copy_(1, meta.slot_mapping, kv.to(pool.dtype))
 
-    hkv, _, d = k_pool.shape
-    h, t = query.shape[1], query.shape[2]
+    hkv, d = pool.shape[0] // 2, pool.shape[2]
+    t, h = q.shape[0], q.shape[1]
     g = h // hkv  # query heads per KV head (grouped-query attention)
-    # The g query heads that share a KV head are folded into the query axis, so K/V are never
-    # repeated: q [Hkv, rows, g · q_len, D] against k [Hkv, rows, context, D].
-    q = query[0].view(hkv, g, t, d)
     # Gathering rows of a 2-D view copies whole blocks at memory speed (dim 1 of the 3-D pool is
-    # ~3× slower on a CPU); AttnGroup.blocks already holds each KV head's rows.
-    k_blocks = k_pool.view(hkv * meta.kv.num_blocks, -1)
-    v_blocks = v_pool.view(hkv * meta.kv.num_blocks, -1)
-    window = kwargs.get("sliding_window") or None
-    out = torch.empty_like(q)
+    # ~3× slower on a CPU); AttnGroup.blocks already holds each K and V head's rows.
+    blocks = pool.view(2 * hkv * meta.kv.num_blocks, -1)
+    out = q.new_empty(t, h, d)
     for i, grp in enumerate(meta.groups):
         rows, n = grp.rows, grp.q_len
-        qg = q.index_select(2, grp.q_idx).view(hkv, g, rows, n, d).transpose(1, 2).reshape(hkv, rows, g * n, d)
-        kg = k_blocks.index_select(0, grp.blocks).view(hkv, rows, -1, d)
-        vg = v_blocks.index_select(0, grp.blocks).view(hkv, rows, -1, d)
-        o = F.scaled_dot_product_attention(qg.to(kg.dtype), kg, vg, attn_mask=meta.mask(i, window, g), scale=scaling)
-        o = o.view(hkv, rows, g, n, d).transpose(1, 2).reshape(hkv, g, rows * n, d)
+        # The g query heads that share a KV head are folded into the query axis, so K/V are
+        # never repeated: q [Hkv, rows, g · q_len, D] against k [Hkv, rows, context, D].
+        qg = q.index_select(0, grp.q_idx).view(rows, n, hkv, g, d).permute(2, 0, 3, 1, 4).reshape(hkv, rows, g * n, d)
+        kvg = blocks.index_select(0, grp.blocks).view(2 * hkv, rows, -1, d)
+        o = F.scaled_dot_product_attention(qg.to(kvg.dtype), kvg[:hkv], kvg[hkv:], attn_mask=meta.mask(i, window, g),
+                                           scale=scaling)
+        o = o.view(hkv, rows, g, n, d).permute(1, 3, 0, 2, 4).reshape(rows * n, h, d)
         if grp.keep is not None:
-            o = o.index_select(2, grp.keep)
-        out.index_copy_(2, grp.out_idx, o.to(out.dtype))
-    return out.view(h, t, d).transpose(0, 1)[None], None
+            o = o.index_select(0, grp.keep)
+        out.index_copy_(0, grp.out_idx, o.to(out.dtype))
+    return out
+
+
+def paged_attention_forward(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
+    """transformers' attention interface: query [1, H, T, D], key/value [1, Hkv, T, D] →
+    (output [1, T, H, D], None)."""
+    out = paged_attention(kwargs["paged_step"], module.layer_idx, query[0].transpose(0, 1), torch.cat((key[0], value[0])),
+                          scaling, kwargs.get("sliding_window") or None)
+    return out[None], None
 
 
 AttentionInterface.register(ATTN_IMPLEMENTATION, paged_attention_forward)

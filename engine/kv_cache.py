@@ -1,7 +1,10 @@
 """The KV pool tensors: one K and one V tensor per layer, preallocated, addressed by slot.
 
-Each is [kv_heads, slots, head_dim] with slot = block_id * block_size + offset (head-major: see
-engine/attention.py for why). A CPU pool of the same layout holds swapped-out blocks.
+Each layer's K and V live in one tensor, `kv[layer]` [2 · kv_heads, slots, head_dim] — the K
+heads, then the V heads — with slot = block_id * block_size + offset (head-major: see
+engine/attention.py for why; one tensor so a layer's write and each group's read are one call
+each). `k[layer]` and `v[layer]` are views of its two halves. A CPU pool of the same layout holds
+swapped-out blocks.
 """
 from dataclasses import dataclass
 
@@ -30,9 +33,11 @@ class KVCache:
         self.shape = shape
         self.num_blocks = num_blocks
         self.block_size = block_size
-        slots = (shape.num_kv_heads, num_blocks * block_size, shape.head_dim)
-        self.k = [torch.zeros(slots, dtype=dtype, device=device) for _ in range(shape.num_layers)]
-        self.v = [torch.zeros(slots, dtype=dtype, device=device) for _ in range(shape.num_layers)]
+        hkv = shape.num_kv_heads
+        slots = (2 * hkv, num_blocks * block_size, shape.head_dim)
+        self.kv = [torch.zeros(slots, dtype=dtype, device=device) for _ in range(shape.num_layers)]
+        self.k = [layer[:hkv] for layer in self.kv]
+        self.v = [layer[hkv:] for layer in self.kv]
         cpu_slots = (shape.num_kv_heads, num_cpu_blocks * block_size, shape.head_dim)
         pin = torch.device(device).type == "cuda"
         self.cpu_k = [torch.zeros(cpu_slots, dtype=dtype, pin_memory=pin) for _ in range(shape.num_layers)] if num_cpu_blocks else []

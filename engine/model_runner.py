@@ -14,6 +14,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from engine import attention  # noqa: F401  (registers the attention implementation)
 from engine.attention import ATTN_IMPLEMENTATION, COMPILED_ATTN_IMPLEMENTATION, AttnGroup, StepMetadata
+from engine.fused_llama import FusedLlama, supports
 from engine.kv_cache import KVCache, KVShape
 from engine.request import Request
 
@@ -29,6 +30,9 @@ class LoadedModel:
     dtype: torch.dtype
     max_model_len: int
     eos_token_ids: frozenset[int]
+    # the engine's own forward (engine/fused_llama.py) when the architecture has one; None →
+    # transformers' forward with the paged attention plugged in
+    fused: FusedLlama | None = None
 
 
 _loaded: dict[tuple, LoadedModel] = {}
@@ -72,6 +76,7 @@ def wrap_model(model, tokenizer=None) -> LoadedModel:
         dtype=param.dtype,
         max_model_len=int(getattr(config, "max_position_embeddings", 2048)),
         eos_token_ids=eos_ids,
+        fused=FusedLlama(model) if supports(model) else None,
     )
 
 
@@ -98,7 +103,7 @@ def compiled(loaded: LoadedModel) -> LoadedModel:
             # keeps a compiled entry per layer object, more than its default limit of 8 in a
             # model of more than a few layers, past which it would quietly run them eagerly.
             torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 4 * len(layers) + 8)
-            _compiled[loaded.model] = replace(loaded, model=model)
+            _compiled[loaded.model] = replace(loaded, model=model, fused=None)
         return _compiled[loaded.model]
 
 
@@ -152,12 +157,14 @@ class ModelRunner:
         self.block_size = kv.block_size
         self.device = loaded.device
         self._positions = torch.arange(kv.num_blocks * kv.block_size, device=self.device)
-        self._head_rows = torch.arange(kv.shape.num_kv_heads, device=self.device)[:, None] * kv.num_blocks
+        self._head_rows = torch.arange(2 * kv.shape.num_kv_heads, device=self.device)[:, None] * kv.num_blocks
 
     @torch.inference_mode()
     def execute(self, batch: list[tuple[Request, int]]) -> tuple[list[Request], torch.Tensor]:
         """Run one step. Returns the requests that reached their last token and their logits [R, V]."""
         meta, ids, positions, sample_reqs, sample_rows = self.prepare(batch)
+        if self.loaded.fused is not None:
+            return sample_reqs, self.loaded.fused(ids, positions, meta, sample_rows)
         out = self.loaded.model(
             input_ids=ids[None], position_ids=positions[None], paged_step=meta, logits_to_keep=sample_rows,
             use_cache=False,
