@@ -1,0 +1,81 @@
+"""The engine's own forward (engine/fused_llama.py) for Llama, Qwen2 and Mistral: the same logits
+as transformers' forward, no second copy of the weights, and transformers' forward (with the
+paged attention) still serving every architecture the fused one does not cover."""
+from dataclasses import replace
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, LlamaConfig
+
+from engine import EngineConfig, LLMEngine
+from engine.fused_llama import supports
+from engine.model_runner import load_model, wrap_model
+from tests.engine.conftest import ARCHS
+from tests.engine.test_parity import assert_parity, prompts, run_checked
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen2", "mistral"])
+def test_a_mixed_step_gives_transformers_logits(tiny_models, arch):
+    """Decodes beside a prompt chunk in one step: the last position of each request has the
+    logits transformers' own forward computes over that request's whole sequence."""
+    path = tiny_models[arch]
+    engine = LLMEngine(EngineConfig(model=path, block_size=4, num_blocks=64, max_num_seqs=4, max_num_batched_tokens=24))
+    assert engine.loaded.fused is not None
+    ps = prompts(3, length_range=(6, 14), seed=3)
+    for i, p in enumerate(ps[:2]):
+        engine.add_request(p, {"temperature": 0, "max_tokens": 8}, f"d{i}")
+    engine.step()
+    engine.step()  # two decoding requests now
+    engine.add_request(ps[2], {"temperature": 0, "max_tokens": 8}, "p")
+    batch = engine.scheduler.schedule().scheduled
+    assert sorted(n for _, n in batch) == [1, 1, len(ps[2])]
+    reqs, logits = engine.runner.execute(batch)
+
+    reference = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, attn_implementation="sdpa").eval()
+    for req, row in zip(reqs, logits):
+        with torch.inference_mode():
+            expected = reference(input_ids=torch.tensor([req.all_token_ids])).logits[0, -1]
+        torch.testing.assert_close(row, expected, atol=1e-4, rtol=1e-4)
+
+
+def test_the_models_projections_are_views_of_the_fused_weights(tiny_models):
+    loaded = load_model(tiny_models["qwen2"])  # Qwen2: Q, K and V have biases
+    layer, attn = loaded.fused.layers[0], loaded.model.model.layers[0].self_attn
+    q_rows = attn.q_proj.out_features
+    assert attn.q_proj.weight.data_ptr() == layer.qkv.data_ptr()
+    assert attn.k_proj.weight.data_ptr() == layer.qkv[q_rows:].data_ptr()
+    assert attn.v_proj.bias.data_ptr() == layer.qkv_bias[q_rows + attn.k_proj.out_features:].data_ptr()
+    mlp = loaded.model.model.layers[0].mlp
+    assert mlp.up_proj.weight.data_ptr() == layer.gate_up[mlp.gate_proj.out_features:].data_ptr()
+
+
+def test_an_architecture_it_does_not_cover_runs_through_transformers_forward(tmp_path):
+    config = ARCHS["llama"]()
+    config.mlp_bias = True  # a biased MLP: outside what the fused forward computes
+    torch.manual_seed(7)
+    AutoModelForCausalLM.from_config(config).save_pretrained(tmp_path)
+    engine = LLMEngine(EngineConfig(model=str(tmp_path), block_size=4, num_blocks=64, max_num_seqs=4, max_num_batched_tokens=16))
+    assert engine.loaded.fused is None
+    ps = [(f"b{i}", p) for i, p in enumerate(prompts(4, seed=5))]
+    run_checked(engine, {0: ps[:2], 3: ps[2:]})
+    assert_parity(engine, str(tmp_path), ps)
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen2"])
+def test_transformers_forward_with_the_paged_attention_still_matches_generate(tiny_models, arch):
+    """The fallback path on a covered architecture (the fused forward set aside): chunks beside
+    decodes and preemption, token-identical to generate."""
+    path = tiny_models[arch]
+    loaded = replace(load_model(path), fused=None)
+    engine = LLMEngine(EngineConfig(model=path, block_size=4, num_blocks=18, max_num_seqs=4, max_num_batched_tokens=16),
+                       loaded=loaded)
+    ps = [(f"f{i}", p) for i, p in enumerate(prompts(5, length_range=(12, 30), seed=8))]
+    run_checked(engine, {0: ps[:2], 2: ps[2:4], 5: ps[4:]})
+    assert engine.scheduler.num_preemptions > 0
+    assert_parity(engine, path, ps)
+
+
+def test_supports_names_the_covered_architectures():
+    assert supports(AutoModelForCausalLM.from_config(LlamaConfig(**ARCHS["llama"]().to_diff_dict())))
+    assert not supports(AutoModelForCausalLM.from_config(LlamaConfig(**{**ARCHS["llama"]().to_diff_dict(), "mlp_bias": True})))
+    assert wrap_model(AutoModelForCausalLM.from_config(ARCHS["mistral"]())).fused is not None
