@@ -288,7 +288,8 @@ class EngineLoop:
                 busy = self.engine.has_unfinished_requests()
                 if busy:
                     self._step_once.clear()
-                    event = self.engine.step()
+                    # the pool's picture only when someone watches (the served demo view)
+                    event = self.engine.step(picture=bool(self._subs))
                     # The step's event goes to every subscriber before its outputs go to the
                     # callers: whoever holds a request's output (its final one above all) finds
                     # the step that produced it already in each subscription. Published after the

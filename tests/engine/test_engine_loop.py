@@ -66,7 +66,9 @@ def test_pause_step_once_resume(loop):
     handle = loop.submit([1, 2, 3, 4], SamplingParams(temperature=0, max_tokens=5, ignore_eos=True))
     assert sub.get(timeout=0.3) is None, "paused: no step runs"
     loop.step_once()
-    assert sub.get(timeout=5).step >= 1
+    event = sub.get(timeout=5)
+    assert event.step >= 1
+    assert event.blocks and event.block_tables, "a watched loop's events carry the pool's picture"
     assert sub.get(timeout=0.3) is None
     loop.resume()
     assert handle.result(timeout=10).finished

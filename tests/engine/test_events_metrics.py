@@ -30,6 +30,28 @@ def test_events_are_json_and_replay_to_the_final_state(tiny_llama):
     assert steps[-1]["running"] == [] and steps[-1]["waiting"] == []
 
 
+def test_a_step_without_the_picture_tells_the_same_story_without_the_pool(tiny_llama):
+    """step(picture=False), as a serving loop nobody watches runs it: the same schedule and
+    tokens, no blocks, block tables or gauges."""
+    def run(picture):
+        engine = LLMEngine(EngineConfig(model=tiny_llama, block_size=4, num_blocks=64, max_num_seqs=4, max_num_batched_tokens=64))
+        for i, p in enumerate(prompts(3, seed=53)):
+            engine.add_request(p, SamplingParams(temperature=0, max_tokens=4, ignore_eos=True), request_id=f"e{i}")
+        events = []
+        while engine.has_unfinished_requests():
+            events.append(engine.step(picture=picture).to_dict())
+        return events
+
+    full, bare = run(True), run(False)
+    assert len(full) == len(bare)
+    assert all(f["block_tables"] for f in full[:-1])  # the last step finished everyone
+    for f, b in zip(full, bare):
+        assert f["blocks"] and f["metrics"]
+        assert b["blocks"] == [] and b["block_tables"] == {} and b["metrics"] == {}
+        for key in ("scheduled", "admitted", "allocated", "freed", "finished", "new_tokens", "running", "waiting"):
+            assert f[key] == b[key], key
+
+
 def test_metrics_snapshot_counts_and_log_line(tiny_llama):
     engine = LLMEngine(EngineConfig(model=tiny_llama, block_size=4, num_blocks=64, max_num_seqs=4, max_num_batched_tokens=64))
     ps = prompts(2, seed=52)
