@@ -159,7 +159,7 @@ class BrokenLog(StatLogger):
 def test_a_loop_that_fails_ends_its_requests_with_the_reason_and_refuses_new_ones(tiny_llama, monkeypatch, where):
     engine = LLMEngine(EngineConfig(model=tiny_llama, block_size=4, num_blocks=16, max_num_seqs=2))
     if where == "step":
-        monkeypatch.setattr(engine, "step", lambda: (_ for _ in ()).throw(OSError("disk full")))
+        monkeypatch.setattr(engine, "step", lambda **kw: (_ for _ in ()).throw(OSError("disk full")))
     front = EngineLoop(engine, stat_logger=BrokenLog() if where == "log" else None).start()
     try:
         handle = front.submit([1, 2, 3], SamplingParams(temperature=0, max_tokens=3, ignore_eos=True), request_id="doomed")
