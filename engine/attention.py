@@ -18,6 +18,8 @@ import torch
 import torch.nn.functional as F
 from transformers import AttentionInterface
 
+from engine.cpu_attention import decode_attention
+
 ATTN_IMPLEMENTATION = "engine_paged"
 
 
@@ -33,6 +35,7 @@ class AttnGroup:
     q_pos: torch.Tensor  # [rows, q_len] each padded query's position in its sequence (padding → 0)
     blocks: torch.Tensor  # [2 · kv_heads · rows · num_blocks] rows of the pool viewed [2 · kv_heads · blocks, block]:
     # the block table rows (padded with block 0) once per K and V head, offset by head · num_blocks
+    table: torch.Tensor  # [rows, num_blocks] the block tables themselves (for the decode kernel)
     out_idx: torch.Tensor  # [n] the real queries' tokens in the step, in padded order
     keep: torch.Tensor | None  # [n] where those sit among the rows · q_len padded ones (None: all real)
 
@@ -44,6 +47,7 @@ class StepMetadata:
     groups: list[AttnGroup] = field(default_factory=list)
     positions: torch.Tensor | None = None  # [max context] 0, 1, 2, … shared by the masks
     dtype: torch.dtype = torch.float32  # the pool's, which the queries are cast to
+    decode_kernel: object = None  # engine/cpu_attention.py's kernel, for groups of decodes; None → SDPA
     _masks: dict = field(default_factory=dict)  # built once per step, reused by every layer
 
     def mask(self, i: int, window: int | None, heads_per_kv: int) -> torch.Tensor:
@@ -84,6 +88,10 @@ def paged_attention(meta: StepMetadata, layer: int, q: torch.Tensor, kv: torch.T
     out = q.new_empty(t, h, d)
     for i, grp in enumerate(meta.groups):
         rows, n = grp.rows, grp.q_len
+        if n == 1 and meta.decode_kernel is not None:  # decodes: read the blocks in place
+            decode_attention(meta.decode_kernel, q, out, grp.q_idx, pool, grp.table, grp.q_pos.view(rows),
+                             meta.kv.block_size, scaling if scaling is not None else d ** -0.5, window)
+            continue
         # The g query heads that share a KV head are folded into the query axis, so K/V are
         # never repeated: q [Hkv, rows, g · q_len, D] against k [Hkv, rows, context, D].
         qg = q.index_select(0, grp.q_idx).view(rows, n, hkv, g, d).permute(2, 0, 3, 1, 4).reshape(hkv, rows, g * n, d)

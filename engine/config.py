@@ -31,6 +31,10 @@ class EngineConfig:
     # weights of its own; the first steps of each new shape compile (tens of seconds in all).
     # Inductor builds C++ (on a GPU, Triton's launchers): it needs a C/C++ compiler (Debian: g++).
     compile: bool = False
+    # Decode attention: "cpu_paged" reads each request's blocks in place with the engine's C++
+    # kernel (engine/cpu_attention.py; CPU, float32; needs a C++ compiler, built once, ~1 s);
+    # "torch_sdpa" gathers the blocks and calls SDPA; "auto" takes the kernel where it builds.
+    attention_backend: str = "auto"
     device: str | None = None  # None → cuda if available, else cpu
     dtype: str | None = None  # None → bfloat16 on cuda, float32 on cpu
     seed: int = 0
@@ -52,6 +56,11 @@ class EngineConfig:
             raise ConfigError(f"scheduling must be 'continuous' or 'static', got {self.scheduling!r}")
         if self.kv_reservation not in ("paged", "max_len"):
             raise ConfigError(f"kv_reservation must be 'paged' or 'max_len', got {self.kv_reservation!r}")
+        if self.attention_backend not in ("auto", "cpu_paged", "torch_sdpa"):
+            raise ConfigError(f"attention_backend must be 'auto', 'cpu_paged' or 'torch_sdpa', got {self.attention_backend!r}")
+        if self.attention_backend == "cpu_paged" and not (shutil.which("g++") or shutil.which("c++")):
+            raise ConfigError("attention_backend='cpu_paged' needs a C++ compiler (g++ or c++ on the PATH) to build "
+                              "the engine's decode-attention kernel (Debian: apt-get install g++)")
         if self.compile and not (shutil.which("g++") or shutil.which("c++")):
             raise ConfigError("compile=True needs a C++ compiler (g++ or c++ on the PATH): torch.compile's "
                               "inductor builds the compiled layers with it (Debian: apt-get install g++)")

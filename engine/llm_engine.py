@@ -10,7 +10,7 @@ from engine.config import ConfigError, EngineConfig
 from engine.events import BlockState, ScheduledItem, StepEvent
 from engine.kv_cache import KVCache
 from engine.metrics import EngineMetrics, MetricsSnapshot
-from engine.model_runner import LoadedModel, ModelRunner, compiled, load_model
+from engine.model_runner import LoadedModel, ModelRunner, compiled, decode_kernel, load_model
 from engine.outputs import RequestOutput
 from engine.request import Request, Status
 from engine.sampling import SamplingParams, sample
@@ -51,7 +51,7 @@ class LLMEngine:
             cfg, self.pool, self.kv, CpuBlocks(num_cpu_blocks) if num_cpu_blocks else None,
             max_tokens_per_request=min(self.max_model_len, num_blocks * cfg.block_size),
         )
-        self.runner = ModelRunner(self.loaded, self.kv)
+        self.runner = ModelRunner(self.loaded, self.kv, decode_kernel(cfg.attention_backend, self.loaded, cfg.block_size))
         self.metrics = EngineMetrics()
         self.requests: dict[str, Request] = {}
         self.step_count = 0

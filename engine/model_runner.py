@@ -4,6 +4,7 @@ Every scheduled token of every request goes into a single [1, T] batch with expl
 position ids; paged_attention_forward finds each request's K/V through the step metadata.
 """
 import copy
+import logging
 import threading
 import weakref
 from dataclasses import dataclass, replace
@@ -13,10 +14,14 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from engine import attention  # noqa: F401  (registers the attention implementation)
+from engine import cpu_attention
+from engine.config import ConfigError
 from engine.attention import ATTN_IMPLEMENTATION, COMPILED_ATTN_IMPLEMENTATION, AttnGroup, StepMetadata
 from engine.fused_llama import FusedLlama, supports
 from engine.kv_cache import KVCache, KVShape
 from engine.request import Request
+
+logger = logging.getLogger(__name__)
 
 _DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64}
 
@@ -107,6 +112,37 @@ def compiled(loaded: LoadedModel) -> LoadedModel:
         return _compiled[loaded.model]
 
 
+_kernel_warned = False
+
+
+def decode_kernel(backend: str, loaded: LoadedModel, block_size: int):
+    """The C++ decode-attention kernel for EngineConfig.attention_backend, or None for SDPA.
+
+    "cpu_paged" insists (ConfigError when it cannot run here); "auto" falls back to SDPA, saying
+    why once per process."""
+    global _kernel_warned
+    if backend == "torch_sdpa":
+        return None
+    config = loaded.model.config.get_text_config() if hasattr(loaded.model.config, "get_text_config") else loaded.model.config
+    shape = loaded.shape
+    if not cpu_attention.usable(loaded.device, loaded.dtype, config.num_attention_heads, shape.num_kv_heads,
+                                shape.head_dim, block_size):
+        if backend == "cpu_paged":
+            raise ConfigError(f"attention_backend='cpu_paged' runs on the CPU in float32 with at most "
+                              f"{cpu_attention.MAX_BLOCK}-token blocks; this engine has {loaded.device}, {loaded.dtype}, "
+                              f"blocks of {block_size}")
+        return None
+    try:
+        return cpu_attention.load()
+    except cpu_attention.KernelUnavailable as exc:
+        if backend == "cpu_paged":
+            raise ConfigError(f"attention_backend='cpu_paged': {exc}") from exc
+        if not _kernel_warned:
+            _kernel_warned = True
+            logger.warning("decode attention falls back to SDPA: %s", exc)
+        return None
+
+
 PADDING_LIMIT = 1.3  # a group's padded attention work may be at most this multiple of its real work
 
 
@@ -151,9 +187,10 @@ class ModelRunner:
     MAX_DECODE_GROUPS = 4
     MAX_PREFILL_GROUPS = 2
 
-    def __init__(self, loaded: LoadedModel, kv: KVCache):
+    def __init__(self, loaded: LoadedModel, kv: KVCache, decode_kernel=None):
         self.loaded = loaded
         self.kv = kv
+        self.decode_kernel = decode_kernel  # see EngineConfig.attention_backend
         self.block_size = kv.block_size
         self.device = loaded.device
         self._positions = torch.arange(kv.num_blocks * kv.block_size, device=self.device)
@@ -224,7 +261,8 @@ class ModelRunner:
         total = len(ids)
         ids_t, pos_t, slot_t, sample_t, rest = flat.split(
             [total, total, total, len(sample_idx), len(flat) - 3 * total - len(sample_idx)])
-        meta = StepMetadata(kv=self.kv, slot_mapping=slot_t, positions=self._positions, dtype=self.kv.k[0].dtype)
+        meta = StepMetadata(kv=self.kv, slot_mapping=slot_t, positions=self._positions, dtype=self.kv.k[0].dtype,
+                            decode_kernel=self.decode_kernel)
         at = 0
         for rows, q_len, nb, real in layout:
             sizes = [rows * q_len, rows * q_len, rows * nb, real, real if q_len > 1 else 0]
@@ -232,6 +270,7 @@ class ModelRunner:
             at += sum(sizes)
             meta.groups.append(AttnGroup(
                 rows=rows, q_len=q_len, num_blocks=nb, q_idx=q_idx, q_pos=q_pos.view(rows, q_len),
-                blocks=(self._head_rows + blocks).reshape(-1), out_idx=out_idx, keep=keep if q_len > 1 else None,
+                blocks=(self._head_rows + blocks).reshape(-1), table=blocks.view(rows, nb), out_idx=out_idx,
+                keep=keep if q_len > 1 else None,
             ))
         return meta, ids_t, pos_t, sample_reqs, sample_t
