@@ -81,10 +81,18 @@ def test_both_backends_match_generate_through_chunks_and_preemption(tiny_models,
     engine = LLMEngine(EngineConfig(model=path, block_size=4, num_blocks=18, max_num_seqs=4, max_num_batched_tokens=16,
                                     attention_backend=backend))
     assert (engine.runner.decode_kernel is not None) == (backend == "cpu_paged")
+    calls = []
+    if backend == "cpu_paged":  # count the kernel's calls: every layer of a step with decodes
+        kernel = engine.runner.decode_kernel
+        engine.runner.decode_kernel = lambda *args: calls.append(args[10]) or kernel(*args)
     ps = [(f"k{i}", p) for i, p in enumerate(prompts(5, length_range=(12, 30), seed=8))]
     run_checked(engine, {0: ps[:2], 2: ps[2:4], 5: ps[4:]})
     assert engine.scheduler.num_preemptions > 0
     assert_parity(engine, path, ps)
+    if backend == "cpu_paged":
+        layers = engine.loaded.shape.num_layers
+        assert len(calls) >= layers * 12 and len(calls) % layers == 0
+        assert max(calls) > 1, "a call attends several requests"
 
 
 def test_built_once_per_source_and_cached(tmp_path, monkeypatch):
