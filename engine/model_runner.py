@@ -235,7 +235,12 @@ class ModelRunner:
         prefills = [i for i, s in enumerate(spans) if s[1] > 1]
         layout = []  # per group: (rows, q_len, num_blocks, how many of the real queries)
         for members, cap in ((decodes, self.MAX_DECODE_GROUPS), (prefills, self.MAX_PREFILL_GROUPS)):
-            for group in _groups([spans[i][1:3] for i in members], cap):
+            if members is decodes and self.decode_kernel is not None:
+                # the kernel reads each request's own blocks: nothing is padded, so one group
+                split = [list(range(len(decodes)))] if decodes else []
+            else:
+                split = _groups([spans[i][1:3] for i in members], cap)
+            for group in split:
                 rows = [spans[members[j]] for j in group]
                 q_len = max(r[1] for r in rows)
                 nb = -(-max(r[2] for r in rows) // bs)

@@ -90,7 +90,7 @@ extern "C" int paged_decode_attention(
     int R, int H, int Hkv, int D, int block_size, float scale, int window) {
   const int g = H / Hkv;
   if (g > kMaxGroup || block_size > kMaxBlock || D > kMaxDim) return -1;
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(dynamic, 1)  // contexts differ in length
   for (int r = 0; r < R; ++r) {
     for (int kvh = 0; kvh < Hkv; ++kvh) {
       const int64_t pos = positions[r];
