@@ -14,12 +14,15 @@ from tests.engine.conftest import ARCHS
 from tests.engine.test_parity import assert_parity, prompts, run_checked
 
 
-@pytest.mark.parametrize("arch", ["llama", "qwen2", "mistral"])
-def test_a_mixed_step_gives_transformers_logits(tiny_models, arch):
+@pytest.mark.parametrize("arch,dtype", [("llama", "float32"), ("qwen2", "float32"), ("mistral", "float32"),
+                                        ("llama", "bfloat16"), ("qwen2", "bfloat16")])
+def test_a_mixed_step_gives_transformers_logits(tiny_models, arch, dtype):
     """Decodes beside a prompt chunk in one step: the last position of each request has the
-    logits transformers' own forward computes over that request's whole sequence."""
+    logits transformers' own forward computes over that request's whole sequence (bfloat16: the
+    GPU's dtype, with transformers' RMSNorm order of rounding)."""
     path = tiny_models[arch]
-    engine = LLMEngine(EngineConfig(model=path, block_size=4, num_blocks=64, max_num_seqs=4, max_num_batched_tokens=24))
+    engine = LLMEngine(EngineConfig(model=path, block_size=4, num_blocks=64, max_num_seqs=4, max_num_batched_tokens=24,
+                                    dtype=dtype))
     assert engine.loaded.fused is not None
     ps = prompts(3, length_range=(6, 14), seed=3)
     for i, p in enumerate(ps[:2]):
@@ -31,11 +34,14 @@ def test_a_mixed_step_gives_transformers_logits(tiny_models, arch):
     assert sorted(n for _, n in batch) == [1, 1, len(ps[2])]
     reqs, logits = engine.runner.execute(batch)
 
-    reference = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, attn_implementation="sdpa").eval()
+    dt = getattr(torch, dtype)
+    reference = AutoModelForCausalLM.from_pretrained(path, dtype=dt, attn_implementation="sdpa").eval()
+    tolerance = 1e-4 if dt == torch.float32 else 3e-2
     for req, row in zip(reqs, logits):
         with torch.inference_mode():
             expected = reference(input_ids=torch.tensor([req.all_token_ids])).logits[0, -1]
-        torch.testing.assert_close(row, expected, atol=1e-4, rtol=1e-4)
+        assert row.dtype == dt
+        torch.testing.assert_close(row, expected, atol=tolerance, rtol=tolerance)
 
 
 def test_the_models_projections_are_views_of_the_fused_weights(tiny_models):
