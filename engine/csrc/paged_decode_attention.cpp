@@ -34,6 +34,13 @@ void attend_one(const float* qr, int64_t q_head_stride, float* o, const float* k
     const int lo = (int)(first > start ? first - start : 0);
     const int hi = (int)(pos - start + 1 < block_size ? pos - start + 1 : block_size);
     const int64_t base = table[b] * block_size;
+    if ((b + 1) * block_size <= pos) {  // fetch the next block while this one is worked on
+      const int64_t next = table[b + 1] * block_size * D;
+      for (int64_t at = 0; at < (int64_t)block_size * D; at += 16) {  // a 64-byte line each
+        __builtin_prefetch(k_head + next + at);
+        __builtin_prefetch(v_head + next + at);
+      }
+    }
     for (int t = lo; t < hi; ++t) {  // each key, read once for every query head
       const float* k = k_head + (base + t) * D;
       for (int j = 0; j < g; ++j) {
