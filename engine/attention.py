@@ -1,16 +1,16 @@
-"""Paged attention, registered with transformers' AttentionInterface.
+"""Paged attention: one layer's attention for a whole step, called by the engine's own forward
+(engine/fused_llama.py) and, for other architectures, registered with transformers'
+AttentionInterface (step metadata arrives as the `paged_step` forward kwarg, so several engines,
+each with its own pool, can share one set of weights).
 
-The model's own attention modules project Q/K/V and apply rotary embeddings; this function
-then writes the step's K/V into the pool by slot mapping and reads each request's K/V back
-through its block table. Step metadata arrives as the `paged_step` forward kwarg, so several
-engines (each with its own pool) can share one set of weights.
-
-Each layer's pool is laid out [kv_heads, slots, head_dim] (slot = block · block_size + offset),
-which is the layout the model hands K/V over in. Gathering whole blocks of R requests then gives
-[kv_heads, R, context, head_dim] with no further copy, and SDPA takes that as batch = kv_heads,
-heads = requests: every request attends its own context in one call. The requests of a step are
-attended in a few such groups (see AttnGroup), all of whose index tensors and masks are made once
-per step and reused by every layer.
+It writes the step's K/V into the pool by slot mapping, then reads each request's K/V back
+through its block table. Each layer's pool is [2 · kv_heads, slots, head_dim] (K heads, then V
+heads; slot = block · block_size + offset). Decodes go to the C++ kernel when there is one
+(engine/cpu_attention.py): each request's blocks are read in place. Otherwise, and for prompt
+chunks, gathering whole blocks of R requests gives [2 · kv_heads, R, context, head_dim] with no
+further copy, and SDPA takes that as batch = kv_heads, heads = requests: every request attends
+its own context in one call. The requests of a step are attended in a few such groups (see
+AttnGroup), whose index tensors and masks are made once per step and reused by every layer.
 """
 from dataclasses import dataclass, field
 
@@ -62,7 +62,7 @@ class StepMetadata:
             mask = pos <= q_pos  # [rows, q_len, context]
             if window:
                 mask &= pos > q_pos - window
-            if g.q_len > 1 and heads_per_kv > 1:  # the folded heads (see paged_attention_forward)
+            if g.q_len > 1 and heads_per_kv > 1:  # the folded heads (see paged_attention)
                 mask = mask[:, None].expand(-1, heads_per_kv, -1, -1).reshape(g.rows, heads_per_kv * g.q_len, -1)
             # Additive (0 / -inf) in the query's dtype: SDPA would otherwise convert a boolean
             # mask this same way in every layer.

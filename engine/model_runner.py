@@ -1,7 +1,9 @@
 """Loads the model once per process and runs one flattened forward per step.
 
-Every scheduled token of every request goes into a single [1, T] batch with explicit
-position ids; paged_attention_forward finds each request's K/V through the step metadata.
+Every scheduled token of every request goes into one flattened batch with explicit positions;
+the paged attention (engine/attention.py) finds each request's K/V through the step metadata.
+The forward is the engine's own for Llama-family models (engine/fused_llama.py), transformers'
+for the rest.
 """
 import copy
 import logging
