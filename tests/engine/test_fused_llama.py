@@ -14,16 +14,24 @@ from tests.engine.conftest import ARCHS
 from tests.engine.test_parity import assert_parity, prompts, run_checked
 
 
-@pytest.mark.parametrize("arch,dtype", [("llama", "float32"), ("qwen2", "float32"), ("mistral", "float32"),
-                                        ("llama", "bfloat16"), ("qwen2", "bfloat16")])
-def test_a_mixed_step_gives_transformers_logits(tiny_models, arch, dtype):
+@pytest.mark.parametrize("arch,dtype,packed", [
+    ("llama", "float32", True), ("qwen2", "float32", True), ("mistral", "float32", True),
+    ("llama", "float32", False),  # every matmul through F.linear
+    ("llama", "bfloat16", True), ("qwen2", "bfloat16", True),
+])
+def test_a_mixed_step_gives_transformers_logits(tiny_models, arch, dtype, packed, monkeypatch):
     """Decodes beside a prompt chunk in one step: the last position of each request has the
     logits transformers' own forward computes over that request's whole sequence (bfloat16: the
     GPU's dtype, with transformers' RMSNorm order of rounding)."""
     path = tiny_models[arch]
     engine = LLMEngine(EngineConfig(model=path, block_size=4, num_blocks=64, max_num_seqs=4, max_num_batched_tokens=24,
                                     dtype=dtype))
-    assert engine.loaded.fused is not None
+    fused = engine.loaded.fused
+    assert fused is not None
+    # oneDNN's packed weights on the CPU in float32 (the engine's default there), F.linear otherwise
+    assert (fused.layers[0].qkv.packed is not None) == (dtype == "float32")
+    assert (fused.lm_head.packed is not None) == (dtype == "float32")
+    monkeypatch.setattr(fused, "packed_linears", packed)
     ps = prompts(3, length_range=(6, 14), seed=3)
     for i, p in enumerate(ps[:2]):
         engine.add_request(p, {"temperature": 0, "max_tokens": 8}, f"d{i}")
@@ -48,11 +56,11 @@ def test_the_models_projections_are_views_of_the_fused_weights(tiny_models):
     loaded = load_model(tiny_models["qwen2"])  # Qwen2: Q, K and V have biases
     layer, attn = loaded.fused.layers[0], loaded.model.model.layers[0].self_attn
     q_rows = attn.q_proj.out_features
-    assert attn.q_proj.weight.data_ptr() == layer.qkv.data_ptr()
-    assert attn.k_proj.weight.data_ptr() == layer.qkv[q_rows:].data_ptr()
-    assert attn.v_proj.bias.data_ptr() == layer.qkv_bias[q_rows + attn.k_proj.out_features:].data_ptr()
+    assert attn.q_proj.weight.data_ptr() == layer.qkv.weight.data_ptr()
+    assert attn.k_proj.weight.data_ptr() == layer.qkv.weight[q_rows:].data_ptr()
+    assert attn.v_proj.bias.data_ptr() == layer.qkv.bias[q_rows + attn.k_proj.out_features:].data_ptr()
     mlp = loaded.model.model.layers[0].mlp
-    assert mlp.up_proj.weight.data_ptr() == layer.gate_up[mlp.gate_proj.out_features:].data_ptr()
+    assert mlp.up_proj.weight.data_ptr() == layer.gate_up.weight[mlp.gate_proj.out_features:].data_ptr()
 
 
 def test_an_architecture_it_does_not_cover_runs_through_transformers_forward(tmp_path):
