@@ -93,3 +93,14 @@ def test_supports_names_the_covered_architectures():
     assert supports(AutoModelForCausalLM.from_config(LlamaConfig(**ARCHS["llama"]().to_diff_dict())))
     assert not supports(AutoModelForCausalLM.from_config(LlamaConfig(**{**ARCHS["llama"]().to_diff_dict(), "mlp_bias": True})))
     assert wrap_model(AutoModelForCausalLM.from_config(ARCHS["mistral"]())).fused is not None
+
+
+def test_every_matmul_of_a_step_runs_on_the_packed_weights(tiny_llama, monkeypatch):
+    engine = LLMEngine(EngineConfig(model=tiny_llama, block_size=4, num_blocks=32, max_num_seqs=2))
+    real = torch.ops.mkldnn._linear_pointwise
+    calls = []
+    monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", lambda *a: calls.append(a[0].shape[0]) or real(*a))
+    engine.add_request([5, 6, 7, 8], {"temperature": 0, "max_tokens": 2})
+    engine.step()
+    layers = engine.loaded.shape.num_layers
+    assert calls == [4] * (4 * layers) + [1], "QKV, O, gate/up, down per layer, then the LM head on the one sampled row"
