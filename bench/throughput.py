@@ -6,6 +6,7 @@ fraction of the measured matmul rate that decode reaches.
 """
 import argparse
 import copy
+import dataclasses
 import logging
 import random
 import time
@@ -140,6 +141,8 @@ def main(argv=None):
     ap.add_argument("--skip", default="", help="comma-separated: hf-static,hf-cb,static,prefill")
     ap.add_argument("--attention-backend", default="auto", choices=["auto", "cpu_paged", "torch_sdpa"],
                     help="EngineConfig.attention_backend of the engine rows")
+    ap.add_argument("--plain-linears", action="store_true",
+                    help="also the engine with every matmul through F.linear instead of oneDNN's packed weights")
     ap.add_argument("--sdpa", action="store_true", help="also the engine with attention_backend='torch_sdpa', side by side")
     ap.add_argument("--compile", action="store_true", help="also the engine with EngineConfig.compile (after a warm-up run that compiles)")
     args = ap.parse_args(argv)
@@ -161,15 +164,19 @@ def main(argv=None):
     max_model_len = args.max_model_len or loaded.max_model_len
     longest = max(len(j.prompt) for j in jobs) + max(j.max_tokens for j in jobs)
     rows = {}
-    # A short warm-up of each system first (its first steps in a process pay one-off costs:
-    # allocations, the pool's first touch, the attention kernel's load), then the timed runs.
+    # A short warm-up of each system right before its timed runs (its first steps in a process pay
+    # one-off costs: allocations, the pool's first touch, the attention kernel's load).
     warm = jobs[:8]
     run_engine(args.model, warm, args.kv_tokens, args.block_size, "continuous", args.max_num_seqs, args.budget,
                attention_backend=args.attention_backend)
-    if "hf-static" not in skip:
-        run_hf_static(hf, warm, args.kv_tokens, longest, pad_id)
     rows["engine continuous"] = run_engine(args.model, jobs, args.kv_tokens, args.block_size, "continuous", args.max_num_seqs,
                                            args.budget, attention_backend=args.attention_backend)
+    if args.plain_linears and loaded.fused is not None:
+        plain = copy.copy(loaded.fused)  # the same weights; its matmuls through F.linear
+        plain.packed_linears = False
+        rows["engine continuous, matmuls through F.linear"] = run_engine(
+            args.model, jobs, args.kv_tokens, args.block_size, "continuous", args.max_num_seqs, args.budget,
+            loaded=dataclasses.replace(loaded, fused=plain), attention_backend=args.attention_backend)
     if args.sdpa:
         rows["engine continuous, SDPA decode attention"] = run_engine(
             args.model, jobs, args.kv_tokens, args.block_size, "continuous", args.max_num_seqs, args.budget,
@@ -184,6 +191,7 @@ def main(argv=None):
         rows["engine static"] = run_engine(args.model, jobs, args.kv_tokens, args.block_size, "static", args.max_num_seqs,
                                            args.budget, attention_backend=args.attention_backend)
     if "hf-static" not in skip:
+        run_hf_static(hf, warm, args.kv_tokens, longest, pad_id)  # its warm-up, right before its runs
         rows["HF generate, static, reserving max-model-len"] = run_hf_static(hf, jobs, args.kv_tokens, max_model_len, pad_id)
         rows["HF generate, static, reserving the longest job"] = run_hf_static(hf, jobs, args.kv_tokens, longest, pad_id)
     if "hf-cb" not in skip:
@@ -215,7 +223,8 @@ def main(argv=None):
     flops = matmul_flops(dtype=loaded.dtype, device=str(loaded.device))
     params = count_params(hf)
     print(f"\nmeasured GEMM rate: {flops / 1e9:.1f} GFLOP/s")
-    for name in ("engine continuous", "engine continuous, SDPA decode attention", "engine continuous, compiled"):
+    for name in ("engine continuous", "engine continuous, matmuls through F.linear", "engine continuous, SDPA decode attention",
+                 "engine continuous, compiled"):
         if name in rows:
             reached = 2 * params * rows[name]["decode_tok_s"]
             print(f"{name} decode: {rows[name]['decode_tok_s']:.1f} tok/s in pure-decode steps "
