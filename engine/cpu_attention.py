@@ -60,9 +60,12 @@ def build() -> Path:
     target = _cache_dir() / f"paged_decode_attention-{key}.so"
     if target.exists():
         return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    # Build beside the target and rename: processes building at once each finish whole.
-    fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        # Build beside the target and rename: processes building at once each finish whole.
+        fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
+    except OSError as exc:
+        raise KernelUnavailable(f"cannot write the kernel's cache {target.parent} (set ENGINE_KERNEL_DIR): {exc}") from exc
     os.close(fd)
     try:
         done = subprocess.run([cxx, *FLAGS, str(SOURCE), "-o", tmp], capture_output=True, text=True)

@@ -107,6 +107,13 @@ def test_built_once_per_source_and_cached(tmp_path, monkeypatch):
     assert cpu_attention.build() != first, "a changed source builds a library of its own"
 
 
+def test_a_cache_it_cannot_write_says_where(tmp_path, monkeypatch):
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv("ENGINE_KERNEL_DIR", str(tmp_path / "a-file" / "cache"))
+    with pytest.raises(cpu_attention.KernelUnavailable, match="cannot write the kernel's cache .*a-file/cache.*ENGINE_KERNEL_DIR"):
+        cpu_attention.build()
+
+
 def test_a_source_that_does_not_compile_says_so_and_leaves_nothing(tmp_path, monkeypatch):
     monkeypatch.setenv("ENGINE_KERNEL_DIR", str(tmp_path / "cache"))
     broken = tmp_path / "broken.cpp"
