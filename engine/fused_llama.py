@@ -66,6 +66,15 @@ def pack_weight(weight: torch.Tensor) -> torch.Tensor | None:
         return None
 
 
+def rows_bucket(m: int) -> int:
+    """The row count a packed matmul of `m` rows runs at. oneDNN builds a kernel per shape the
+    first time it sees it (~0.5 ms each); rounding the rows up — to a multiple of 8 up to 64,
+    then of an eighth of the power of two below — keeps that to eight shapes per doubling, built
+    once by FusedLlama.warm_up, for at most 7 more rows up to 64 and 12.5% more beyond."""
+    step = 8 if m <= 64 else 1 << (m.bit_length() - 4)
+    return -(-m // step) * step
+
+
 @dataclass(slots=True)
 class Linear:
     weight: torch.Tensor
@@ -74,7 +83,11 @@ class Linear:
 
     def __call__(self, x: torch.Tensor, packed: bool = True) -> torch.Tensor:
         if packed and self.packed is not None:
-            return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
+            m = x.shape[0]
+            rows = rows_bucket(m)
+            if rows != m:
+                x = F.pad(x, (0, 0, 0, rows - m))
+            return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")[:m]
         return F.linear(x, self.weight, self.bias)
 
     @classmethod
@@ -114,6 +127,7 @@ class FusedLlama:
         self.norm = inner.norm.weight
         self.lm_head = Linear.of(model.lm_head.weight)
         self.layers = []
+        self._warm: set[int] = set()  # row buckets whose matmul kernels oneDNN has built
         for layer in inner.layers:
             a, mlp = layer.self_attn, layer.mlp
             qkv, qkv_bias = _fuse(a.q_proj, a.k_proj, a.v_proj)
@@ -135,10 +149,31 @@ class FusedLlama:
         return weight * x32.to(x.dtype)
 
     @torch.inference_mode()
+    def warm_up(self, max_tokens: int, max_rows: int) -> None:
+        """Run every packed matmul once at each row bucket up to a step's size (every layer's
+        matmuls have the same shapes, so the first layer's stand for all), so no step pays for
+        oneDNN building a kernel. Once per process and size: later engines find them built."""
+        if self.lm_head.packed is None or not self.packed_linears:
+            return
+        layer = self.layers[0]
+        todo = sorted({rows_bucket(m) for m in range(1, max_tokens + 1)} - self._warm)
+        for rows in todo:
+            for lin in (layer.qkv, layer.o, layer.gate_up, layer.down):
+                lin(lin.weight.new_zeros(rows, lin.weight.shape[1]))
+            if rows <= rows_bucket(max_rows):
+                self.lm_head(self.lm_head.weight.new_zeros(rows, self.lm_head.weight.shape[1]))
+            self._warm.add(rows)
+
+    @torch.inference_mode()
     def __call__(self, ids: torch.Tensor, positions: torch.Tensor, meta: StepMetadata,
                  sample_rows: torch.Tensor) -> torch.Tensor:
-        t = ids.shape[0]
+        real = ids.shape[0]
         h, hkv, d = self.num_heads, self.num_kv_heads, self.head_dim
+        # Padded once to the packed matmuls' row bucket (token 0 at position 0): every op but the
+        # attention treats rows alone, and the attention reads and writes only the real ones.
+        t = rows_bucket(real) if self.packed_linears and self.lm_head.packed is not None else real
+        if t != real:
+            ids, positions = F.pad(ids, (0, t - real)), F.pad(positions, (0, t - real))
         x = F.embedding(ids, self.embed)
         cos, sin = self.rotary(x, positions[None])  # [1, T, D], once for every layer
         half = d // 2
@@ -151,8 +186,8 @@ class FusedLlama:
             # rotate_half(x) = [-x2, x1] = roll(x, half)·[-1…, 1…] (the sign is in `sin`).
             qk = qkv[:, :rotated].view(t, h + hkv, d)
             torch.add(qk * cos, qk.roll(half, -1) * sin, out=qk)
-            o = paged_attention(meta, i, qk[:, :h], qkv[:, h * d:].view(t, 2 * hkv, d).transpose(0, 1),
-                                self.scaling, layer.window)
+            o = paged_attention(meta, i, qk[:real, :h], qkv[:real, h * d:].view(real, 2 * hkv, d).transpose(0, 1),
+                                self.scaling, layer.window, rows=t)
             x = x + layer.o(o.view(t, h * d), packed)
             gate, up = layer.gate_up(self._rms(x, layer.post_norm), packed).chunk(2, dim=-1)
             x = x + layer.down(F.silu(gate) * up, packed)

@@ -51,7 +51,8 @@ class LLMEngine:
             cfg, self.pool, self.kv, CpuBlocks(num_cpu_blocks) if num_cpu_blocks else None,
             max_tokens_per_request=min(self.max_model_len, num_blocks * cfg.block_size),
         )
-        self.runner = ModelRunner(self.loaded, self.kv, decode_kernel(cfg.attention_backend, self.loaded, cfg.block_size))
+        self.runner = ModelRunner(self.loaded, self.kv, decode_kernel(cfg.attention_backend, self.loaded, cfg.block_size),
+                                  warm_up=(cfg.max_num_batched_tokens, cfg.max_num_seqs))
         self.metrics = EngineMetrics()
         self.requests: dict[str, Request] = {}
         self.step_count = 0

@@ -189,10 +189,14 @@ class ModelRunner:
     MAX_DECODE_GROUPS = 4
     MAX_PREFILL_GROUPS = 2
 
-    def __init__(self, loaded: LoadedModel, kv: KVCache, decode_kernel=None):
+    def __init__(self, loaded: LoadedModel, kv: KVCache, decode_kernel=None, warm_up: tuple[int, int] | None = None):
+        """warm_up: (tokens, requests) a step may hold at most; the packed matmuls' kernels for
+        those sizes are built now rather than in the first steps that need them."""
         self.loaded = loaded
         self.kv = kv
         self.decode_kernel = decode_kernel  # see EngineConfig.attention_backend
+        if loaded.fused is not None and warm_up is not None:
+            loaded.fused.warm_up(*warm_up)
         self.block_size = kv.block_size
         self.device = loaded.device
         self._positions = torch.arange(kv.num_blocks * kv.block_size, device=self.device)

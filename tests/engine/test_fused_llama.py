@@ -100,7 +100,29 @@ def test_every_matmul_of_a_step_runs_on_the_packed_weights(tiny_llama, monkeypat
     real = torch.ops.mkldnn._linear_pointwise
     calls = []
     monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", lambda *a: calls.append(a[0].shape[0]) or real(*a))
-    engine.add_request([5, 6, 7, 8], {"temperature": 0, "max_tokens": 2})
+    engine.add_request([5, 6, 7, 8, 9], {"temperature": 0, "max_tokens": 2})
     engine.step()
     layers = engine.loaded.shape.num_layers
-    assert calls == [4] * (4 * layers) + [1], "QKV, O, gate/up, down per layer, then the LM head on the one sampled row"
+    # QKV, O, gate/up, down per layer, then the LM head on the one sampled row; five tokens and
+    # one row each run as the 8-row bucket
+    assert calls == [8] * (4 * layers) + [8]
+
+
+def test_row_buckets_and_the_warm_up_that_builds_them_once(tiny_models, monkeypatch):
+    from engine.fused_llama import rows_bucket
+
+    assert [rows_bucket(m) for m in (1, 8, 9, 17, 64, 65, 96, 97, 128, 129, 512, 513, 1024, 1025)] == \
+        [8, 8, 16, 24, 64, 72, 96, 104, 128, 144, 512, 576, 1024, 1152]
+    assert all(m <= rows_bucket(m) <= max(m * 1.125, m + 7) for m in range(1, 5000))
+    assert len({rows_bucket(m) for m in range(1, 1025)}) == 40  # eight shapes per doubling
+    path = tiny_models["mistral"]
+    LLMEngine(EngineConfig(model=path, block_size=4, num_blocks=64, max_num_seqs=4, max_num_batched_tokens=100))
+    fused = load_model(path).fused
+    assert fused._warm == {rows_bucket(m) for m in range(1, 101)}
+    real = torch.ops.mkldnn._linear_pointwise
+    calls = []
+    monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", lambda *a: calls.append(a[0].shape[0]) or real(*a))
+    LLMEngine(EngineConfig(model=path, block_size=4, num_blocks=64, max_num_seqs=4, max_num_batched_tokens=100))
+    assert calls == [], "the second engine of the same sizes builds nothing"
+    LLMEngine(EngineConfig(model=path, block_size=4, num_blocks=64, max_num_seqs=4, max_num_batched_tokens=130))
+    assert sorted(set(calls)) == [112, 120, 128, 144], "a bigger step budget builds only its new buckets"
