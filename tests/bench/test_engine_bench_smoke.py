@@ -17,8 +17,10 @@ def _run(*args) -> str:
 
 def test_throughput_compares_every_system_on_one_budget(tiny_llama):
     out = _run("bench.throughput", "--model", tiny_llama, "--requests", "4", "--kv-tokens", "256",
-               "--max-num-seqs", "4", "--budget", "64", "--prefill-prompts", "2", "--prefill-length", "64", "--compile")
-    for system in ("engine continuous", "engine continuous, compiled", "engine static", "HF generate, static, reserving max-model-len",
+               "--max-num-seqs", "4", "--budget", "64", "--prefill-prompts", "2", "--prefill-length", "64", "--compile",
+               "--sdpa", "--plain-linears")
+    for system in ("engine continuous", "engine continuous, compiled", "engine continuous, SDPA decode attention",
+                   "engine continuous, matmuls through F.linear", "engine static", "HF generate, static, reserving max-model-len",
                    "HF generate, static, reserving the longest job", "transformers continuous batching"):
         assert re.search(rf"^{re.escape(system)}\s+\d+\s+\d+\.\d+\s+\d+\.\d+\s+\d+\.\d+×$", out, re.M), (system, out)
     assert re.search(r"KV waste, paged .*: \d+\.\d+%", out)
@@ -26,6 +28,15 @@ def test_throughput_compares_every_system_on_one_budget(tiny_llama):
     assert re.search(r"engine continuous, compiled decode: .* = \d+\.\d+% of it", out)
     assert re.search(r"^compiled path: compile and warm-up \(4 requests\) \d+\.\d s$", out, re.M), out
     assert re.search(r"^prefill, 2 prompts × 64 tokens: engine \(one step\) [\d,]+ tok/s, one plain HF forward [\d,]+ tok/s = \d+% of it$", out, re.M), out
+
+
+def test_decode_roofline_splits_a_decode_step(tiny_llama):
+    out = _run("bench.decode_roofline", "--model", tiny_llama, "--requests", "3", "--context", "20", "--blocks", "64",
+               "--calls", "2")
+    assert re.search(r"^decode step of 3 requests over \d+ context tokens; GEMM rate \d+ GFLOP/s$", out, re.M), out
+    assert re.search(r"^  whole step \d+\.\d+ ms \(\d+% of the GEMM rate\), forward \d+\.\d+ ms", out, re.M), out
+    assert re.search(r"^  matmuls alone \d+\.\d+ ms \(\d+%\), attention alone \d+\.\d+ ms, the two together", out, re.M), out
+    assert re.search(r"^  25% of the GEMM rate needs the whole step in \d+\.\d+ ms$", out, re.M), out
 
 
 def test_prefix_cache_shows_the_hits_of_a_shared_prompt_and_none_behind_a_timestamp():
