@@ -7,13 +7,19 @@ from engine.metrics import LOG_LINE
 from tests.engine.test_parity import prompts
 
 
-def test_events_are_json_and_replay_to_the_final_state(tiny_llama):
-    engine = LLMEngine(EngineConfig(model=tiny_llama, block_size=4, num_blocks=64, max_num_seqs=4, max_num_batched_tokens=64))
-    for i, p in enumerate(prompts(3, seed=51)):
-        engine.add_request(p, SamplingParams(temperature=0, max_tokens=5, ignore_eos=True), request_id=f"e{i}")
+def run_to_the_end(model, seed, max_tokens, picture=True):
+    """Three requests stepped to the end: the engine and every step's event, as JSON data."""
+    engine = LLMEngine(EngineConfig(model=model, block_size=4, num_blocks=64, max_num_seqs=4, max_num_batched_tokens=64))
+    for i, p in enumerate(prompts(3, seed=seed)):
+        engine.add_request(p, SamplingParams(temperature=0, max_tokens=max_tokens, ignore_eos=True), request_id=f"e{i}")
     trace = []
     while engine.has_unfinished_requests():
-        trace.append(json.loads(engine.step().to_json()))
+        trace.append(json.loads(engine.step(picture=picture).to_json()))
+    return engine, trace
+
+
+def test_events_are_json_and_replay_to_the_final_state(tiny_llama):
+    engine, trace = run_to_the_end(tiny_llama, seed=51, max_tokens=5)
     steps = list(replay(list(reversed(trace))))
     assert [e["step"] for e in steps] == list(range(1, len(trace) + 1))
     first = steps[0]
@@ -33,16 +39,7 @@ def test_events_are_json_and_replay_to_the_final_state(tiny_llama):
 def test_a_step_without_the_picture_tells_the_same_story_without_the_pool(tiny_llama):
     """step(picture=False), as a serving loop nobody watches runs it: the same schedule and
     tokens, no blocks, block tables or gauges."""
-    def run(picture):
-        engine = LLMEngine(EngineConfig(model=tiny_llama, block_size=4, num_blocks=64, max_num_seqs=4, max_num_batched_tokens=64))
-        for i, p in enumerate(prompts(3, seed=53)):
-            engine.add_request(p, SamplingParams(temperature=0, max_tokens=4, ignore_eos=True), request_id=f"e{i}")
-        events = []
-        while engine.has_unfinished_requests():
-            events.append(engine.step(picture=picture).to_dict())
-        return events
-
-    full, bare = run(True), run(False)
+    (_, full), (_, bare) = (run_to_the_end(tiny_llama, seed=53, max_tokens=4, picture=p) for p in (True, False))
     assert len(full) == len(bare)
     assert all(f["block_tables"] for f in full[:-1])  # the last step finished everyone
     for f, b in zip(full, bare):
