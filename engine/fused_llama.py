@@ -3,10 +3,11 @@ own model code rather than transformers' modules.
 
 Same weights, same arithmetic as transformers' forward, with less around it: Q, K and V come
 from one matmul and the MLP's gate and up from another (the fused weights are made once; the
-model's own projections become views of them, so nothing is stored twice); rotary cos/sin are
-computed once per step for every layer; there is no per-layer mask building, cache object or
-output dataclass; only the rows that are sampled reach the final norm and the LM head. The
-paged attention is engine/attention.py's, the same one transformers' modules call.
+model's own projections become views of them); rotary cos/sin are computed once per step for
+every layer; there is no per-layer mask building, cache object or output dataclass; only the rows
+that are sampled reach the final norm and the LM head. On a CPU in float32 each matmul also keeps
+a copy of its weight in oneDNN's packed layout and runs on that (Linear, rows_bucket). The paged
+attention is engine/attention.py's, the same one transformers' modules call.
 
 Other architectures run through transformers' own forward (ModelRunner falls back to it).
 """
@@ -26,9 +27,7 @@ def supports(model: nn.Module) -> bool:
     MLPs and the like belong to architectures outside ARCHITECTURES)."""
     if type(model).__name__ not in ARCHITECTURES or getattr(model.config, "pretraining_tp", 1) != 1:
         return False
-    if getattr(model.config, "mlp_bias", False) or model.config.hidden_act not in ("silu", "swish"):
-        return False
-    return all(layer.mlp.act_fn is not None for layer in model.model.layers)
+    return not getattr(model.config, "mlp_bias", False) and model.config.hidden_act in ("silu", "swish")
 
 
 def _fuse(*linears: nn.Linear) -> tuple[torch.Tensor, torch.Tensor | None]:
