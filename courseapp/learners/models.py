@@ -27,6 +27,13 @@ class Learner(models.Model):
     lms_graded = models.BooleanField(default=False, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
+    class Meta:
+        constraints = [
+            # A browser's first writes, sent together, find each other by the seed cookie they
+            # share (learners/services.py _new_guest).
+            models.UniqueConstraint(fields=["seed"], condition=models.Q(user__isnull=True), name="one_guest_per_seed"),
+        ]
+
     def __str__(self):
         return self.user.get_username() if self.user_id else f"guest #{self.pk}"
 

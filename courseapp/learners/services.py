@@ -1,7 +1,9 @@
 """Writes about learners: who they are, what they read, and carrying a guest's work into an account."""
 import secrets
+from datetime import timedelta
 
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from courseapp.demo.models import DemoRun
 from courseapp.learners.models import Learner, SectionRead, new_seed
@@ -20,7 +22,11 @@ def learner_get(request, *, create: bool = False) -> Learner | None:
     if user is not None and user.is_authenticated:
         learner = Learner.objects.filter(user=user).first()
         if learner is None and create:
-            learner = Learner.objects.create(user=user, seed=request_seed(request))
+            try:
+                with transaction.atomic():
+                    learner = Learner.objects.create(user=user, seed=request_seed(request))
+            except IntegrityError:  # a parallel request of the same account made it first
+                learner = Learner.objects.get(user=user)
         return learner
     learner_id = request.session.get(SESSION_KEY)
     if learner_id is not None:
@@ -29,9 +35,34 @@ def learner_get(request, *, create: bool = False) -> Learner | None:
             return learner
     if not create:
         return None
-    learner = Learner.objects.create(seed=request_seed(request))
+    learner = _new_guest(request)
     request.session[SESSION_KEY] = learner.pk
     return learner
+
+
+GUEST_JOIN_S = 60  # first writes a browser sends together (two tabs, a double submit) share one row
+
+
+def _new_guest(request) -> Learner:
+    """A guest's row for their first write. A page view writes nothing, so a browser's first
+    writes can arrive together, each without a session: they share the browser's seed cookie,
+    and at most one guest row holds a seed (a constraint), so the ones that lose the race join
+    the row the first one made instead of each starting a learner of its own (whose answers the
+    session, saved last by one of them, would then no longer find). An older row with that seed
+    belongs to a session that is gone: the visitor starts afresh with a seed of their own."""
+    seed = request_seed(request)
+    try:
+        with transaction.atomic():
+            return Learner.objects.create(seed=seed)
+    except IntegrityError:
+        pass
+    recent = timezone.now() - timedelta(seconds=GUEST_JOIN_S)
+    sibling = Learner.objects.filter(user__isnull=True, seed=seed, created_at__gte=recent).first()
+    if sibling is not None:
+        return sibling
+    seed = new_seed()
+    request._order_seed = request._order_seed_to_set = seed  # the cookie follows (OrderSeedCookieMiddleware)
+    return Learner.objects.create(seed=seed)
 
 
 def section_visit(*, learner: Learner, section) -> None:
