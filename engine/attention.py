@@ -72,9 +72,9 @@ class StepMetadata:
 
 
 def paged_attention(meta: StepMetadata, layer: int, q: torch.Tensor, kv: torch.Tensor,
-                    scaling: float | None, window: int | None, rows: int | None = None) -> torch.Tensor:
+                    scaling: float | None, window: int | None, pad_to: int | None = None) -> torch.Tensor:
     """One layer's attention for the whole step: q [T, H, D] and the step's kv [2 · Hkv, T, D]
-    (K heads, then V heads; any strides) → [T, H, D], or [rows, H, D] with the rows past T zero
+    (K heads, then V heads; any strides) → [T, H, D], or [pad_to, H, D] with the rows past T zero
     (the caller's padding). Writes the step's K/V into the pool first, then attends group by group."""
     pool = meta.kv.kv[layer]  # [2 · Hkv, slots, D]
     pool.index_copy_(1, meta.slot_mapping, kv.to(pool.dtype))
@@ -85,8 +85,8 @@ def paged_attention(meta: StepMetadata, layer: int, q: torch.Tensor, kv: torch.T
     # Gathering rows of a 2-D view copies whole blocks at memory speed (dim 1 of the 3-D pool is
     # ~3× slower on a CPU); AttnGroup.blocks already holds each K and V head's rows.
     blocks = pool.view(2 * hkv * meta.kv.num_blocks, -1)
-    out = q.new_empty(rows or t, h, d)
-    if rows and rows > t:
+    out = q.new_empty(pad_to or t, h, d)
+    if pad_to and pad_to > t:
         out[t:].zero_()
     for i, grp in enumerate(meta.groups):
         rows, n = grp.rows, grp.q_len

@@ -7,6 +7,11 @@ from pathlib import Path
 DEFAULT_MODEL = str(Path(__file__).resolve().parent / "models" / "munuibot-tiny")
 
 
+def cxx_compiler() -> str | None:
+    """The C++ compiler the decode kernel and the compiled path are built with, if any."""
+    return shutil.which("g++") or shutil.which("c++")
+
+
 class ConfigError(ValueError):
     """A configuration the engine cannot run with; the message names the limit."""
 
@@ -58,10 +63,10 @@ class EngineConfig:
             raise ConfigError(f"kv_reservation must be 'paged' or 'max_len', got {self.kv_reservation!r}")
         if self.attention_backend not in ("auto", "cpu_paged", "torch_sdpa"):
             raise ConfigError(f"attention_backend must be 'auto', 'cpu_paged' or 'torch_sdpa', got {self.attention_backend!r}")
-        if self.attention_backend == "cpu_paged" and not (shutil.which("g++") or shutil.which("c++")):
+        if self.attention_backend == "cpu_paged" and not cxx_compiler():
             raise ConfigError("attention_backend='cpu_paged' needs a C++ compiler (g++ or c++ on the PATH) to build "
                               "the engine's decode-attention kernel (Debian: apt-get install g++)")
-        if self.compile and not (shutil.which("g++") or shutil.which("c++")):
+        if self.compile and not cxx_compiler():
             raise ConfigError("compile=True needs a C++ compiler (g++ or c++ on the PATH): torch.compile's "
                               "inductor builds the compiled layers with it (Debian: apt-get install g++)")
         if not Path(self.model).is_dir():

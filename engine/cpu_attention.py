@@ -9,10 +9,8 @@ flags, the compiler and the CPU, so a changed source or another machine builds i
 """
 import ctypes
 import hashlib
-import logging
 import os
 import platform
-import shutil
 import subprocess
 import tempfile
 import threading
@@ -20,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-logger = logging.getLogger(__name__)
+from engine.config import cxx_compiler
 
 SOURCE = Path(__file__).resolve().parent / "csrc" / "paged_decode_attention.cpp"
 # -march=native: the library is built for, and cached per, the CPU it runs on.
@@ -31,10 +29,6 @@ MAX_GROUP, MAX_BLOCK, MAX_DIM = 16, 128, 256  # what the kernel holds (see its c
 
 class KernelUnavailable(RuntimeError):
     """The kernel cannot be built or loaded here; the message says why."""
-
-
-def compiler() -> str | None:
-    return shutil.which("g++") or shutil.which("c++")
 
 
 def _cpu_id() -> str:
@@ -52,7 +46,7 @@ def _cache_dir() -> Path:
 
 def build() -> Path:
     """The built library's path, building it if this source, compiler and CPU have none yet."""
-    cxx = compiler()
+    cxx = cxx_compiler()
     if cxx is None:
         raise KernelUnavailable("no C++ compiler (g++ or c++) on the PATH")
     version = subprocess.run([cxx, "--version"], capture_output=True, text=True).stdout

@@ -147,12 +147,17 @@ class FusedLlama:
         x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
         return weight * x32.to(x.dtype)
 
+    @property
+    def packing(self) -> bool:
+        """Whether this forward's matmuls run on oneDNN's packed weights (CPU, float32)."""
+        return self.packed_linears and self.lm_head.packed is not None
+
     @torch.inference_mode()
     def warm_up(self, max_tokens: int, max_rows: int) -> None:
         """Run every packed matmul once at each row bucket up to a step's size (every layer's
         matmuls have the same shapes, so the first layer's stand for all), so no step pays for
         oneDNN building a kernel. Once per process and size: later engines find them built."""
-        if self.lm_head.packed is None or not self.packed_linears:
+        if not self.packing:
             return
         layer = self.layers[0]
         todo = sorted({rows_bucket(m) for m in range(1, max_tokens + 1)} - self._warm)
@@ -170,7 +175,7 @@ class FusedLlama:
         h, hkv, d = self.num_heads, self.num_kv_heads, self.head_dim
         # Padded once to the packed matmuls' row bucket (token 0 at position 0): every op but the
         # attention treats rows alone, and the attention reads and writes only the real ones.
-        t = rows_bucket(real) if self.packed_linears and self.lm_head.packed is not None else real
+        t = rows_bucket(real) if self.packing else real
         if t != real:
             ids, positions = F.pad(ids, (0, t - real)), F.pad(positions, (0, t - real))
         x = F.embedding(ids, self.embed)
@@ -178,7 +183,7 @@ class FusedLlama:
         half = d // 2
         cos, sin = cos[0, :, None], torch.cat((-sin[0, :, None, :half], sin[0, :, None, half:]), dim=-1)  # [T, 1, D]
         rotated = (h + hkv) * d  # Q and K, side by side in each row of qkv
-        packed = self.packed_linears
+        packed = self.packing
         for i, layer in enumerate(self.layers):
             qkv = layer.qkv(self._rms(x, layer.input_norm), packed)
             # Rotary embedding on Q and K at once, in place: x·cos + rotate_half(x)·sin, where
@@ -186,7 +191,7 @@ class FusedLlama:
             qk = qkv[:, :rotated].view(t, h + hkv, d)
             torch.add(qk * cos, qk.roll(half, -1) * sin, out=qk)
             o = paged_attention(meta, i, qk[:real, :h], qkv[:real, h * d:].view(real, 2 * hkv, d).transpose(0, 1),
-                                self.scaling, layer.window, rows=t)
+                                self.scaling, layer.window, pad_to=t)
             x = x + layer.o(o.view(t, h * d), packed)
             gate, up = layer.gate_up(self._rms(x, layer.post_norm), packed).chunk(2, dim=-1)
             x = x + layer.down(F.silu(gate) * up, packed)

@@ -11,6 +11,11 @@ from dataclasses import dataclass
 import torch
 
 
+def text_config(config):
+    """The language model's part of a transformers config (a multimodal one nests it)."""
+    return config.get_text_config() if hasattr(config, "get_text_config") else config
+
+
 @dataclass(frozen=True, slots=True)
 class KVShape:
     num_layers: int
@@ -19,7 +24,7 @@ class KVShape:
 
     @classmethod
     def from_config(cls, config) -> "KVShape":
-        text = config.get_text_config() if hasattr(config, "get_text_config") else config
+        text = text_config(config)
         heads = text.num_attention_heads
         head_dim = getattr(text, "head_dim", None) or text.hidden_size // heads
         return cls(text.num_hidden_layers, getattr(text, "num_key_value_heads", None) or heads, head_dim)

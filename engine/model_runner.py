@@ -20,7 +20,7 @@ from engine import cpu_attention
 from engine.config import ConfigError
 from engine.attention import ATTN_IMPLEMENTATION, COMPILED_ATTN_IMPLEMENTATION, AttnGroup, StepMetadata
 from engine.fused_llama import FusedLlama, supports
-from engine.kv_cache import KVCache, KVShape
+from engine.kv_cache import KVCache, KVShape, text_config
 from engine.request import Request
 
 logger = logging.getLogger(__name__)
@@ -71,7 +71,7 @@ def load_model(path: str, device: str | None = None, dtype: str | None = None) -
 def wrap_model(model, tokenizer=None) -> LoadedModel:
     """Adopt an already-built model (tests use tiny random ones). Its attention becomes paged."""
     model.set_attn_implementation(ATTN_IMPLEMENTATION)
-    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    config = text_config(model.config)
     eos = getattr(model.generation_config, "eos_token_id", None) or getattr(config, "eos_token_id", None)
     eos_ids = frozenset(eos if isinstance(eos, (list, tuple)) else ([eos] if eos is not None else []))
     param = next(model.parameters())
@@ -125,9 +125,8 @@ def decode_kernel(backend: str, loaded: LoadedModel, block_size: int):
     global _kernel_warned
     if backend == "torch_sdpa":
         return None
-    config = loaded.model.config.get_text_config() if hasattr(loaded.model.config, "get_text_config") else loaded.model.config
     shape = loaded.shape
-    if not cpu_attention.usable(loaded.device, loaded.dtype, config.num_attention_heads, shape.num_kv_heads,
+    if not cpu_attention.usable(loaded.device, loaded.dtype, text_config(loaded.model.config).num_attention_heads, shape.num_kv_heads,
                                 shape.head_dim, block_size):
         if backend == "cpu_paged":
             raise ConfigError(f"attention_backend='cpu_paged' runs on the CPU in float32 with at most "
