@@ -40,8 +40,9 @@ def _cpu_id() -> str:
 
 
 def _cache_dir() -> Path:
-    base = os.environ.get("ENGINE_KERNEL_DIR") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "munuibot-engine"
-    return Path(base)
+    if os.environ.get("ENGINE_KERNEL_DIR"):
+        return Path(os.environ["ENGINE_KERNEL_DIR"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "munuibot-engine"
 
 
 def build() -> Path:

@@ -126,8 +126,8 @@ def decode_kernel(backend: str, loaded: LoadedModel, block_size: int):
     if backend == "torch_sdpa":
         return None
     shape = loaded.shape
-    if not cpu_attention.usable(loaded.device, loaded.dtype, text_config(loaded.model.config).num_attention_heads, shape.num_kv_heads,
-                                shape.head_dim, block_size):
+    heads = text_config(loaded.model.config).num_attention_heads
+    if not cpu_attention.usable(loaded.device, loaded.dtype, heads, shape.num_kv_heads, shape.head_dim, block_size):
         if backend == "cpu_paged":
             raise ConfigError(f"attention_backend='cpu_paged' runs on the CPU in float32 with at most "
                               f"{cpu_attention.MAX_BLOCK}-token blocks; this engine has {loaded.device}, {loaded.dtype}, "
