@@ -167,29 +167,28 @@ def main(argv=None):
     # A short warm-up of each system right before its timed runs (its first steps in a process pay
     # one-off costs: allocations, the pool's first touch, the attention kernel's load).
     warm = jobs[:8]
-    run_engine(args.model, warm, args.kv_tokens, args.block_size, "continuous", args.max_num_seqs, args.budget,
-               attention_backend=args.attention_backend)
-    rows["engine continuous"] = run_engine(args.model, jobs, args.kv_tokens, args.block_size, "continuous", args.max_num_seqs,
-                                           args.budget, attention_backend=args.attention_backend)
+
+    def engine(job_list, scheduling="continuous", **kw):
+        """One engine run on this bench's budget and knobs; kw: loaded, compile, attention_backend."""
+        kw.setdefault("attention_backend", args.attention_backend)
+        return run_engine(args.model, job_list, args.kv_tokens, args.block_size, scheduling, args.max_num_seqs,
+                          args.budget, **kw)
+
+    engine(warm)
+    rows["engine continuous"] = engine(jobs)
     if args.plain_linears and loaded.fused is not None:
         plain = copy.copy(loaded.fused)  # the same weights; its matmuls through F.linear
         plain.packed_linears = False
-        rows["engine continuous, matmuls through F.linear"] = run_engine(
-            args.model, jobs, args.kv_tokens, args.block_size, "continuous", args.max_num_seqs, args.budget,
-            loaded=dataclasses.replace(loaded, fused=plain), attention_backend=args.attention_backend)
+        rows["engine continuous, matmuls through F.linear"] = engine(jobs, loaded=dataclasses.replace(loaded, fused=plain))
     if args.sdpa:
-        rows["engine continuous, SDPA decode attention"] = run_engine(
-            args.model, jobs, args.kv_tokens, args.block_size, "continuous", args.max_num_seqs, args.budget,
-            attention_backend="torch_sdpa")
+        rows["engine continuous, SDPA decode attention"] = engine(jobs, attention_backend="torch_sdpa")
     if args.compile:
         began = time.perf_counter()  # compiling happens in the first steps of each kind: not counted below
-        run_engine(args.model, warm, args.kv_tokens, args.block_size, "continuous", args.max_num_seqs, args.budget, compile=True)
+        engine(warm, compile=True)
         print(f"compiled path: compile and warm-up ({len(warm)} requests) {time.perf_counter() - began:.1f} s")
-        rows["engine continuous, compiled"] = run_engine(args.model, jobs, args.kv_tokens, args.block_size, "continuous",
-                                                         args.max_num_seqs, args.budget, compile=True)
+        rows["engine continuous, compiled"] = engine(jobs, compile=True)
     if "static" not in skip:
-        rows["engine static"] = run_engine(args.model, jobs, args.kv_tokens, args.block_size, "static", args.max_num_seqs,
-                                           args.budget, attention_backend=args.attention_backend)
+        rows["engine static"] = engine(jobs, "static")
     if "hf-static" not in skip:
         run_hf_static(hf, warm, args.kv_tokens, longest, pad_id)  # its warm-up, right before its runs
         rows["HF generate, static, reserving max-model-len"] = run_hf_static(hf, jobs, args.kv_tokens, max_model_len, pad_id)

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 import torch
 
-from engine.fused_llama import pack_weight
+from engine.fused_llama import Linear
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,9 +36,9 @@ def matmul_flops(seconds: float = 1.0, n: int = 1024, dtype=torch.float32, devic
     a = torch.randn(n, n, dtype=dtype, device=device)
     b = torch.randn(n, n, dtype=dtype, device=device)
     candidates = [lambda: a @ b]
-    packed = pack_weight(b.t().contiguous()) if torch.device(device).type == "cpu" else None
-    if packed is not None:
-        candidates.append(lambda: torch.ops.mkldnn._linear_pointwise(a, packed, None, "none", [], ""))
+    packed = Linear.of(b.t().contiguous())  # the engine's own packed matmul (None off a CPU in float32)
+    if packed.packed is not None:
+        candidates.append(lambda: packed(a))
     return max(_rate(run, seconds / len(candidates), n, a.device) for run in candidates)
 
 
