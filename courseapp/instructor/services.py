@@ -41,10 +41,19 @@ def cohort_join(*, learner, code: str, via: str = Membership.Via.CODE) -> tuple[
     return cohort, created
 
 
-def instructor_make(*, username: str, password: str | None = None, email: str = ""):
-    """An account in the instructors group (made, or an existing one added). Returns (user, created)."""
+class NameTaken(Exception):
+    """The name belongs to an account that does not teach: promoting it needs the caller's word."""
+
+
+def instructor_make(*, username: str, password: str | None = None, email: str = "", promote: bool = False):
+    """An account in the instructors group. Returns (user, created). An existing account that
+    already teaches is kept (a new password replaces its own); one that does not is promoted only
+    with `promote` — otherwise whoever registered the name first (a learner, anyone) would become
+    an instructor with the password they chose. Raises NameTaken."""
     User = get_user_model()
     user, created = User.objects.get_or_create(username=username, defaults={"email": email})
+    if not created and not promote and not user.groups.filter(pk=instructors_group().pk).exists():
+        raise NameTaken(username)
     if password:
         user.set_password(password)
         user.save()

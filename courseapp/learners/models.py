@@ -5,6 +5,11 @@ from django.conf import settings
 from django.db import models
 
 
+# Usernames that begin so belong to accounts an LMS launch made (courseapp/lti): sign-up refuses
+# them, so nobody can register the name an LMS user's account will have.
+LTI_USERNAME_PREFIX = "lti-"
+
+
 def new_seed() -> str:
     return secrets.token_hex(16)
 

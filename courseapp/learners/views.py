@@ -1,13 +1,13 @@
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import login
-from django.contrib.auth.forms import UserCreationForm
 from django.contrib.auth.views import LoginView
 from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods
 from django_ratelimit.core import is_ratelimited
 
+from courseapp.learners.forms import SignupForm
 from courseapp.learners.order_seed import request_seed
 from courseapp.learners.selectors import (
     guest_work,
@@ -54,7 +54,7 @@ def signup(request):
         return redirect("progress")
     if is_ratelimited(request, group="signup", key="ip", rate=settings.SIGNUP_RATE, method="POST", increment=True):
         return too_many_signups(request)
-    form = UserCreationForm(request.POST or None)
+    form = SignupForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         guest_id = request.session.get(SESSION_KEY)
         user = form.save()

@@ -4,6 +4,7 @@ score becomes a passback; a passback is sent to the LMS by Assignment and Grade 
 django-lti has already validated the launch (signature against the LMS's JWKS, nonce, state,
 deployment) and stored the LMS's user, context and resource link before anything here runs."""
 import logging
+import secrets
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -15,7 +16,7 @@ from django.utils import timezone
 
 from courseapp.instructor.models import Cohort, Membership
 from courseapp.instructor.roles import instructors_group
-from courseapp.learners.models import Learner
+from courseapp.learners.models import LTI_USERNAME_PREFIX, Learner
 from courseapp.lessons.models import Lesson, Section
 from courseapp.lti.models import Passback, Placement
 from courseapp.lti.scoring import placement_score
@@ -55,18 +56,19 @@ def _section_for(lti_launch, lesson) -> Section | None:
 
 
 def _account_for(lti_user):
-    """The LMS user's account here: made on their first launch, named by the LMS's stable `sub`
-    (never by a name or email the LMS may change or reuse)."""
+    """The LMS user's account here: made on their first launch and reached only through the
+    LtiUser row (registration + `sub`, any length), never looked up by name — a local account
+    someone signed up first under any name is never adopted. Its username is random and
+    `lti-`-prefixed, a prefix local sign-up refuses."""
+    from lti_tool.models import LtiUser
+
+    lti_user = LtiUser.objects.select_for_update().get(pk=lti_user.pk)  # a course's first two launches race
     if lti_user.auth_user_id:
         return lti_user.auth_user
-    User = get_user_model()
-    username = f"lti-{lti_user.registration_id}-{lti_user.sub}"[:150]
-    user, created = User.objects.get_or_create(username=username, defaults={
-        "first_name": (lti_user.given_name or lti_user.name)[:150], "last_name": lti_user.family_name[:150],
-        "email": lti_user.email})
-    if created:
-        user.set_unusable_password()  # signs in only through the LMS
-        user.save(update_fields=["password"])
+    user = get_user_model().objects.create_user(
+        username=f"{LTI_USERNAME_PREFIX}{secrets.token_hex(12)}", password=None,  # signs in only through the LMS
+        first_name=(lti_user.given_name or lti_user.name)[:150], last_name=lti_user.family_name[:150],
+        email=lti_user.email)
     lti_user.auth_user = user
     lti_user.save(update_fields=["auth_user"])
     return user
@@ -96,8 +98,8 @@ def launch_arrive(*, lti_launch) -> Arrival:
     """A resource launch (django-lti stored the LMS's side): the account, its learner row, its
     class (instructors of the course teach it) and the placement with its gradebook column."""
     lesson = lesson_for(lti_launch)
+    user = _account_for(lti_launch.user)
     lti_user = lti_launch.user
-    user = _account_for(lti_user)
     learner, _ = Learner.objects.get_or_create(user=user)
     cohort = _cohort_for(lti_launch.context, lesson)
     teaching = teaches(lti_launch)

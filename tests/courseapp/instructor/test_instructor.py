@@ -3,7 +3,7 @@ a small class), joining by code, and making an instructor."""
 import io
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.test import Client
 from django.urls import reverse
 
@@ -115,9 +115,15 @@ def test_create_instructor_makes_an_account_with_the_role():
     assert is_instructor(kim) and kim.check_password("correct-horse-battery") and "/teach/" in out.getvalue()
     learner = UserFactory()
     assert not is_instructor(learner)
-    call_command("create_instructor", learner.username, stdout=io.StringIO())
+    # Whoever signed up under the name first does not become an instructor by it.
+    with pytest.raises(CommandError, match="--promote"):
+        call_command("create_instructor", learner.username, stdout=io.StringIO())
+    assert not is_instructor(get_user_model().objects.get(pk=learner.pk))
+    call_command("create_instructor", learner.username, "--promote", stdout=io.StringIO())
     learner = get_user_model().objects.get(pk=learner.pk)
     assert is_instructor(learner) and learner.check_password("correct-horse-battery"), "an existing account keeps its password"
+    call_command("create_instructor", "kim", "--password", "another-long-passphrase", stdout=io.StringIO())
+    assert get_user_model().objects.get(username="kim").check_password("another-long-passphrase"), "an instructor's new password"
 
 
 def test_csv_exports_hold_the_classs_scores_for_its_instructors_only(small_class):

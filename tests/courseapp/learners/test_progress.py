@@ -223,3 +223,14 @@ def test_sign_up_and_login_pages_say_what_guest_progress_carries_over(client):
     for url in (reverse("signup"), reverse("login")):
         notice = BeautifulSoup(client.get(url).content, "html.parser").select_one("[data-testid=guest-work]")
         assert re.findall(r"\d+", notice.get_text()) == ["2", "1"], notice.get_text()
+
+
+@pytest.mark.django_db
+def test_sign_up_refuses_the_names_kept_for_lms_accounts(client):
+    from django.contrib.auth import get_user_model
+
+    for name in ("lti-1-teacher-7", "LTI-anything"):
+        response = client.post(reverse("signup"), {"username": name, "password1": "a-long-passphrase-9",
+                                                   "password2": "a-long-passphrase-9"})
+        assert response.status_code == 200 and "lti-" in response.content.decode()
+    assert not get_user_model().objects.exists()

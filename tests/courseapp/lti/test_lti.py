@@ -11,7 +11,7 @@ from django.urls import reverse
 from lti_tool.models import Key, LtiDeployment, LtiRegistration
 
 from courseapp.instructor import services as instructor_services
-from courseapp.instructor.models import Membership
+from courseapp.instructor.models import Cohort, Membership
 from courseapp.instructor.roles import is_instructor
 from courseapp.lessons.models import Section
 from courseapp.lti import services
@@ -91,6 +91,32 @@ def test_an_instructor_launch_teaches_the_class_and_opens_its_dashboard(platform
     assert is_instructor(user) and list(cohort.instructors.all()) == [user]
     assert not Membership.objects.filter(learner__user=user).exists()
     assert client.get(answer["Location"]).status_code == 200
+
+
+def test_an_lms_user_never_gets_a_local_account_someone_registered_under_their_name(platform):
+    from django.contrib.auth import get_user_model
+
+    registration = LtiRegistration.objects.get(issuer=platform.iss)
+    squatter = get_user_model().objects.create_user(f"lti-{registration.pk}-teacher-7", password="stranger-passphrase-1")
+    professor = Client()
+    launch(professor, platform, "teacher-7", roles=(INSTRUCTOR,))
+    user = professor.get("/").wsgi_request.user
+    assert user.is_authenticated and user.pk != squatter.pk and not user.has_usable_password()
+    assert not is_instructor(squatter) and not squatter.taught_cohorts.exists()
+    stranger = Client()
+    stranger.post(reverse("login"), {"username": squatter.username, "password": "stranger-passphrase-1"})
+    assert stranger.get("/").wsgi_request.user == squatter
+    cohort = Cohort.objects.get()
+    assert stranger.get(reverse("instructor:cohort", args=[cohort.pk])).status_code in (302, 403, 404)
+
+
+def test_two_lms_users_whose_long_subs_share_a_prefix_are_two_accounts(platform):
+    first, second = Client(), Client()
+    launch(first, platform, "u" * 200 + "-1")
+    launch(second, platform, "u" * 200 + "-2")
+    one, two = (c.get("/").wsgi_request.user for c in (first, second))
+    assert one.is_authenticated and two.is_authenticated and one.pk != two.pk
+    assert Membership.objects.count() == 2
 
 
 def test_launches_that_do_not_verify_are_refused_with_the_reason(platform):
