@@ -56,3 +56,13 @@ class Passback(models.Model):
 
     def __str__(self):
         return f"{self.learner} @ {self.placement_id}: {self.score_given}/{self.score_maximum} ({self.status})"
+
+
+class LaunchTicket(models.Model):
+    """A login this site started (OIDC step 1) that no launch has answered yet: the launch must
+    bring its state (with the browser's state cookie) and a token carrying its nonce, and spends
+    it. See launch_checks.py."""
+
+    state = models.CharField(max_length=255, unique=True)
+    nonce = models.CharField(max_length=255)
+    expires_at = models.DateTimeField(db_index=True)

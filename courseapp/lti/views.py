@@ -3,9 +3,11 @@ an LMS administrator copies the tool's URLs from, and the class's passback statu
 
 The LMS posts launches from its own site, so those views are CSRF-exempt: the signed id_token
 (checked against the LMS's JWKS by django-lti / PyLTI1p3) is what proves who sent them."""
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
+from django.conf import settings
 from django.contrib.auth import login
+from django.db import transaction
 from django.contrib.auth.views import redirect_to_login
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -13,14 +15,17 @@ from django.utils.decorators import method_decorator
 from django.utils.translation import gettext as _
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
+from django_ratelimit.core import is_ratelimited
+from lti_tool.constants import SESSION_KEY
 from lti_tool.models import Key
-from lti_tool.utils import get_launch_from_request
+from lti_tool.utils import DjangoToolConfig, get_launch_from_request, sync_data_from_launch
 from lti_tool.views import LtiLaunchBaseView, OIDCLoginInitView
+from pylti1p3.contrib.django import DjangoCacheDataStorage, DjangoOIDCLogin
 from pylti1p3.exception import LtiException, OIDCException
 
 from courseapp.instructor.roles import is_instructor
 from courseapp.instructor.views import cohort_or_404, instructor_required
-from courseapp.lti import deep_linking, selectors, services
+from courseapp.lti import deep_linking, launch_checks, selectors, services
 from courseapp.lti.models import Passback
 
 
@@ -28,12 +33,29 @@ def _refused(request, message: str):
     return render(request, "lti/refused.html", {"message": message}, status=400)
 
 
+class _TicketedLogin(DjangoOIDCLogin):
+    """PyLTI1p3's login, which also leaves the ticket (state, nonce) its launch must answer."""
+
+    def _prepare_redirect_url(self, launch_url):
+        url = super()._prepare_redirect_url(launch_url)
+        query = dict(parse_qsl(urlsplit(url).query))
+        launch_checks.ticket_issue(state=query["state"], nonce=query["nonce"])
+        return url
+
+
 class OIDCLogin(OIDCLoginInitView):
     """Step 1 of a launch. PyLTI1p3's cookie check page carries its own inline script."""
 
     def get_oidc_response(self, request, registration_uuid, params):
+        if is_ratelimited(request, group="lti-login", key="ip", rate=settings.LTI_LOGIN_RATE, increment=True):
+            return render(request, "429.html", {"message": _("Too many LMS logins from your network just now. "
+                                                             "Try again in a minute."), "hint": ""}, status=429)
+        if params.get("target_link_uri") is None:
+            return _refused(request, _("The LMS's login request has no target_link_uri."))
+        login = _TicketedLogin(request, DjangoToolConfig(registration_uuid), launch_data_storage=DjangoCacheDataStorage())
         try:
-            response = super().get_oidc_response(request, registration_uuid, params)
+            response = login.enable_check_cookies(self.main_msg, self.click_msg, self.loading_msg).redirect(
+                self.get_redirect_url(params["target_link_uri"]))
         except (LtiException, OIDCException) as exc:
             return _refused(request, str(exc))
         response._csp_exempt = True
@@ -42,13 +64,37 @@ class OIDCLogin(OIDCLoginInitView):
 
 @method_decorator(csrf_exempt, name="dispatch")
 class Launch(LtiLaunchBaseView):
-    """Step 2: the LMS posts the signed launch here."""
+    """Step 2: the LMS posts the signed launch here. Nothing is stored and the visitor's session is
+    not touched until the launch has passed every check (launch_checks.py, then PyLTI1p3's)."""
 
     def post(self, request, *args, **kwargs):
         try:
-            return super().post(request, *args, **kwargs)
+            _id_token, state = launch_checks.form_fields(request.POST)
+            ticket = launch_checks.ticket_for(request, state)
+            lti_launch = get_launch_from_request(request)
+            body = lti_launch.get_launch_data()
+            launch_checks.claims_checked(body)
         except (LtiException, OIDCException) as exc:
             return _refused(request, _("The LMS's launch could not be verified: %(why)s") % {"why": exc})
+        except launch_checks.Refused as exc:
+            return _refused(request, str(exc))
+        with transaction.atomic():
+            try:
+                launch_checks.ticket_spend(ticket, body)
+            except launch_checks.Refused as exc:
+                return _refused(request, str(exc))
+            sync_data_from_launch(lti_launch, None)
+            if not lti_launch.deployment.is_active:
+                return self.handle_inactive_deployment(request, lti_launch)
+            request.lti_launch = lti_launch
+            if lti_launch.is_resource_launch:
+                response = self.handle_resource_launch(request, lti_launch)
+            elif lti_launch.is_deep_link_launch:
+                response = self.handle_deep_linking_launch(request, lti_launch)
+            else:
+                return _refused(request, _("This kind of LTI launch is not supported here."))
+        request.session[SESSION_KEY] = lti_launch.get_launch_id()
+        return response
 
     def handle_resource_launch(self, request, lti_launch):
         arrival = services.launch_arrive(lti_launch=lti_launch)

@@ -293,3 +293,5 @@ GRADING_API_PAGE_SIZE = 50
 LTI_PASSBACK_MAX_ATTEMPTS = int(os.environ.get("LTI_PASSBACK_MAX_ATTEMPTS", "6"))
 LTI_PASSBACK_BACKOFF_S = float(os.environ.get("LTI_PASSBACK_BACKOFF_S", "5"))
 LTI_HTTP_TIMEOUT_S = 10.0  # the LMS's token and score endpoints
+LTI_LOGIN_RATE = "60/m"  # OIDC logins per address (each leaves a ticket until its launch or expiry)
+LTI_LOGIN_TTL_S = 300  # a login must be answered by its launch within this (PyLTI1p3's state cookie lasts as long)

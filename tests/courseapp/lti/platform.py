@@ -6,6 +6,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
+import jwt
 from jwcrypto.jwk import JWK
 from lti1p3platform.ltiplatform import LTI1P3PlatformConfAbstract
 from lti1p3platform.message_launch import LTIAdvantageMessageLaunchAbstract
@@ -104,6 +105,19 @@ class Platform:
             launch.set_dl(deep_link_return, accept_types={"ltiResourceLink"})
         data = launch.lti_launch()
         return {"id_token": data["id_token"], "state": data["state"]}
+
+    def resign(self, id_token: str, claims: dict) -> str:
+        """The id_token with claims changed (None: removed), signed again with the LMS's key: what
+        an LMS sending a malformed token would send."""
+        header = jwt.get_unverified_header(id_token)
+        body = jwt.decode(id_token, options={"verify_signature": False})
+        for name, value in claims.items():
+            if value is None:
+                body.pop(name, None)
+            else:
+                body[name] = value
+        return jwt.encode(body, self.registration.get_platform_private_key(), algorithm="RS256",
+                          headers={"kid": header["kid"]})
 
     def decode_tool_jwt(self, token: str) -> dict:
         return self.conf.tool_validate_and_decode(token)

@@ -1,14 +1,17 @@
 """LTI 1.3 against a test LMS (platform.py: signed JWTs, its own JWKS over HTTP): OIDC login and
 launch, the learner's class and placement, deep linking, and scores back by AGS — including a
 send the LMS refuses, retried until it lands."""
+import base64
 import io
+import json
 import time
+from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
-from lti_tool.models import Key, LtiDeployment, LtiRegistration
+from lti_tool.models import Key, LtiDeployment, LtiRegistration, LtiUser
 
 from courseapp.instructor import services as instructor_services
 from courseapp.instructor.models import Cohort, Membership
@@ -40,17 +43,25 @@ def platform(db):
     lms.close()
 
 
-def launch(client: Client, lms: Platform, user_id: str, roles=(LEARNER,), **claims):
-    """The browser's part of a launch: the LMS's login request to the tool, the tool's redirect to
-    the LMS, the LMS's signed form post back to the tool."""
+def login_redirect(client: Client, lms: Platform, user_id: str) -> str:
+    """The LMS's login request to the tool; the tool's redirect to the LMS's auth URL."""
     registration = LtiRegistration.objects.get(issuer=lms.iss)
     login_url = lms.login_url(tool_login_url=SERVER + reverse("lti:login", args=[registration.uuid]),
                               launch_url=SERVER + reverse("lti:launch"), user_id=user_id)
     # lti1p3_new_window: what PyLTI1p3's cookie-check page adds once it found cookies allowed
     answer = client.get(with_params(login_url.removeprefix(SERVER), lti1p3_new_window="1"))
     assert answer.status_code == 302, answer.content[:300]
-    form = lms.launch(answer["Location"], user_id=user_id, roles=list(roles), **claims)
-    return client.post(reverse("lti:launch"), form)
+    return answer["Location"]
+
+
+def launch_form(client: Client, lms: Platform, user_id: str, roles=(LEARNER,), **claims) -> dict:
+    return lms.launch(login_redirect(client, lms, user_id), user_id=user_id, roles=list(roles), **claims)
+
+
+def launch(client: Client, lms: Platform, user_id: str, roles=(LEARNER,), **claims):
+    """The browser's part of a launch: the LMS's login request to the tool, the tool's redirect to
+    the LMS, the LMS's signed form post back to the tool."""
+    return client.post(reverse("lti:launch"), launch_form(client, lms, user_id, roles, **claims))
 
 
 def section_questions(slug: str) -> list[Question]:
@@ -143,6 +154,73 @@ def test_launches_that_do_not_verify_are_refused_with_the_reason(platform):
     LtiDeployment.objects.update(is_active=False)
     refused = launch(Client(), platform, "stu-2")
     assert refused.status_code == 403 and not Membership.objects.exists()
+
+
+def test_a_launch_is_answered_once_in_the_browser_that_started_it(platform):
+    from django.contrib.auth import get_user_model
+
+    client = Client()
+    form = launch_form(client, platform, "stu-1")
+    assert client.post(reverse("lti:launch"), form).status_code == 302
+    client.post(reverse("logout"))
+    # The same id_token + state again: from the same browser, and from one with no cookies.
+    for replay in (client, Client()):
+        answer = replay.post(reverse("lti:launch"), form)
+        assert answer.status_code == 400 and "LMS" in answer.context["message"]
+        assert not replay.get("/").wsgi_request.user.is_authenticated
+    # A login started in one browser cannot be finished in another.
+    started = launch_form(Client(), platform, "stu-2")
+    elsewhere = Client()
+    assert elsewhere.post(reverse("lti:launch"), started).status_code == 400
+    assert not get_user_model().objects.filter(lti_users__sub="stu-2").exists()
+
+
+def test_a_used_nonce_and_a_token_without_exp_are_refused(platform):
+    client = Client()
+    first = login_redirect(client, platform, "stu-1")
+    used = dict(parse_qsl(urlsplit(first).query))["nonce"]
+    assert client.post(reverse("lti:launch"), platform.launch(first, user_id="stu-1", roles=[LEARNER])).status_code == 302
+    second = login_redirect(client, platform, "stu-1")
+    reused = platform.launch(second.replace(dict(parse_qsl(urlsplit(second).query))["nonce"], used),
+                             user_id="stu-1", roles=[LEARNER])
+    assert client.post(reverse("lti:launch"), reused).status_code == 400
+
+    form = launch_form(client, platform, "stu-3")
+    no_exp = {**form, "id_token": platform.resign(form["id_token"], {"exp": None})}
+    answer = client.post(reverse("lti:launch"), no_exp)
+    assert answer.status_code == 400 and "exp" in answer.context["message"]
+    assert not LtiUser.objects.filter(sub="stu-3").exists()
+
+
+@pytest.mark.parametrize("claims", [
+    {"https://purl.imsglobal.org/spec/lti-ags/claim/endpoint": {"lineitem": 7, "scope": [SCORE_SCOPE]}},
+    {"https://purl.imsglobal.org/spec/lti/claim/context": "course-1"},
+    {"https://purl.imsglobal.org/spec/lti/claim/roles": "Learner"},
+    {"https://purl.imsglobal.org/spec/lti/claim/custom": ["section", "s2"]},
+    {"sub": "x" * 256},
+    {"given_name": "a\x00b"},
+], ids=["lineitem-number", "context-string", "roles-string", "custom-list", "sub-too-long", "nul-in-name"])
+def test_a_signed_launch_with_malformed_claims_is_a_400_that_stores_nothing(platform, claims):
+    client = Client()
+    form = launch_form(client, platform, "stu-1")
+    answer = client.post(reverse("lti:launch"), {**form, "id_token": platform.resign(form["id_token"], claims)})
+    assert answer.status_code == 400 and answer.context["message"]
+    assert not LtiUser.objects.exists() and not Membership.objects.exists() and not Placement.objects.exists()
+
+
+def test_an_unsigned_or_unfinished_launch_is_a_400_and_leaves_the_visitors_session_alone(platform):
+    from django.contrib.auth import get_user_model
+
+    get_user_model().objects.create_user("ana", password="a-long-passphrase-9")
+    client = Client()
+    client.post(reverse("login"), {"username": "ana", "password": "a-long-passphrase-9"})
+    listed = base64.urlsafe_b64encode(json.dumps(["a", "list"]).encode()).decode().rstrip("=")
+    for form in ({}, {"id_token": f"e30.{listed}.sig", "state": "state-x"}, {"id_token": "a.b", "state": "s"},
+                 {"id_token": "e30.e30.sig", "state": "state-unknown"}):
+        client.cookies["lti1p3-state-x"] = "state-x"
+        answer = client.post(reverse("lti:launch"), form)
+        assert answer.status_code == 400, form
+        assert client.get("/").wsgi_request.user.username == "ana", "a refused launch logs nobody out"
 
 
 def test_scores_go_back_by_ags_and_a_refused_send_is_retried_until_it_lands(platform, settings):
