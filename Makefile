@@ -30,7 +30,7 @@ static: .staticfiles/staticfiles.json
 # DEBUG is off unless DEBUG=1 (then tracebacks show and edits in static/ apply without a restart).
 run: content static
 	@echo "Serving http://127.0.0.1:$(PORT)/ (Ctrl-C stops)"
-	$(BIN)/daphne -b 127.0.0.1 -p $(PORT) courseapp.asgi:application
+	PORT=$(PORT) $(BIN)/daphne -b 127.0.0.1 -p $(PORT) courseapp.asgi:application
 
 # The whole suite on SQLite (scaled mode on Redis included), then the app again on PostgreSQL (the
 # machine runs one on 127.0.0.1:5432; TEST_DATABASE_URL overrides, an empty value skips it), less

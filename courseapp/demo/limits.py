@@ -23,6 +23,7 @@ import struct
 import time
 
 from django.core.cache import caches
+from django.db import connection
 from django.core.cache.backends.filebased import FileBasedCache
 
 _COUNTS = struct.Struct("<qqq")  # window index, its count, the previous window's count
@@ -132,3 +133,12 @@ def add(*, key: str, window: int) -> None:
     current, _, _ = _keys(key, window, now)
     _cache().add(current, 0, timeout=2 * window)
     _cache().incr(current)
+
+
+def serialise_starts(lock_id: int) -> None:
+    """Inside a transaction: counting the places taken and taking one must not interleave with
+    another start. SQLite's IMMEDIATE transactions already take the write lock at BEGIN;
+    PostgreSQL needs a lock of its own (released at the transaction's end)."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [lock_id])

@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import OperationalError, connection, transaction
+from django.db import OperationalError, transaction
 from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -97,14 +97,6 @@ def _soonest_end(runs) -> datetime | None:
     return min(bounds, default=None)
 
 
-def _serialise_starts() -> None:
-    """Counting the seats and taking one must not interleave. SQLite's IMMEDIATE transactions
-    already take the write lock at BEGIN; PostgreSQL needs a lock of its own."""
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(74021)")
-
-
 def _ended_here(run: DemoRun) -> bool:
     """Its session here has ended and its end is being written: the learner saw it finish and
     opened the next scene at once. It is not "replaced"."""
@@ -122,7 +114,7 @@ def run_start(*, owner, spec: dict, client_addr: str | None = None, is_class: bo
     a cap of its own. DemoBusy when there is no place."""
     now = timezone.now()
     with transaction.atomic():
-        _serialise_starts()
+        limits.serialise_starts(74021)
         previous = []
         if owner is not None and not is_class:
             previous = [r for r in DemoRun.objects.select_for_update().filter(owner=owner, status__in=DemoRun.ACTIVE, is_class=False)

@@ -297,16 +297,18 @@ def run(settings: LabSettings, *, read_logs=None, on_progress=None) -> dict:
 
 
 def _explain(exc: Exception) -> str:
+    """The failure in the learner's words. Only an OpenAI-style error's message is quoted (what
+    this server, or vLLM, says went wrong); any other body is not shown, and every way of not
+    reaching the server reads the same — the report never echoes a stranger's answer, nor tells
+    one closed port from another."""
     from openai import APIConnectionError, APIStatusError
 
     if isinstance(exc, APIStatusError):
         try:
-            message = exc.response.json()["error"]["message"]
-        except Exception:  # not OpenAI's error shape
-            message = exc.response.text[:300]
+            message = str(exc.response.json()["error"]["message"])[:300]
+        except Exception:  # not OpenAI's error shape: not an OpenAI-compatible server's answer
+            return f"the server answered {exc.status_code}, not with an OpenAI-style error (is the base URL right?)"
         return f"the server answered {exc.status_code}: {message}"
-    if isinstance(exc, APIConnectionError):
-        return f"could not reach the server: {exc.__cause__ or exc}"
-    if isinstance(exc, (httpx.HTTPError, OSError)):
-        return f"could not reach the server: {exc}"
+    if isinstance(exc, (APIConnectionError, httpx.HTTPError, OSError)):
+        return "could not reach the server (is it running, and is the base URL right?)"
     return f"{type(exc).__name__}: {exc}"

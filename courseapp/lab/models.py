@@ -26,6 +26,7 @@ class LabRun(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     beat_at = models.DateTimeField(null=True, blank=True)  # its thread was alive then
+    client_addr = models.GenericIPAddressField(null=True, blank=True)  # who started it (per-address limit)
 
     class Meta:
         ordering = ["-created_at"]

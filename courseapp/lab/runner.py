@@ -33,8 +33,8 @@ def _turn() -> threading.BoundedSemaphore:
         return _turns
 
 
-def launch(run_id, base_url: str) -> threading.Thread:
-    thread = threading.Thread(target=_run, args=(run_id, base_url), name=f"lab-{str(run_id)[:8]}", daemon=True)
+def launch(run_id) -> threading.Thread:
+    thread = threading.Thread(target=_run, args=(run_id,), name=f"lab-{str(run_id)[:8]}", daemon=True)
     thread.start()
     return thread
 
@@ -61,7 +61,7 @@ def launch_command(knobs: dict) -> str:
     return " ".join(parts)
 
 
-def _run(run_id, base_url: str) -> None:
+def _run(run_id) -> None:
     stop_beating = threading.Event()
     try:
         run = LabRun.objects.get(pk=run_id)
@@ -69,7 +69,7 @@ def _run(run_id, base_url: str) -> None:
         while not turn.acquire(timeout=5):  # waiting: show that we are alive
             services.lab_beat(run_id=run_id)
         try:
-            _measure(run, base_url, stop_beating)
+            _measure(run, stop_beating)
         finally:
             turn.release()
     except Exception as exc:  # this run fails with its reason; nothing else does
@@ -80,14 +80,16 @@ def _run(run_id, base_url: str) -> None:
         connections.close_all()  # this thread's connections would outlive it otherwise
 
 
-def _measure(run: LabRun, base_url: str, stop_beating: threading.Event) -> None:
+def _measure(run: LabRun, stop_beating: threading.Event) -> None:
     services.lab_beat(run_id=run.pk, status=LabRun.Status.RUNNING)
     latest: dict = {}  # the newest progress; the beat thread writes it (the lab's event loop must not)
     threading.Thread(target=_beat, args=(run.pk, latest, stop_beating), name="lab-beat", daemon=True).start()
     token, engine = engines.lab_engine_open(**engine_options(run.knobs))
     try:
         lab = experiments.LabSettings(
-            base_url=base_url.rstrip("/") + engines.LAB_PREFIX + token, model=settings.SERVED_MODEL_NAME,
+            # The site's own address, from settings only (never from a request's Host header): the
+            # lab's requests, and the API key they carry, go to this server and nowhere else.
+            base_url=settings.LAB_BASE_URL.rstrip("/") + engines.LAB_PREFIX + token, model=settings.SERVED_MODEL_NAME,
             api_key=settings.SERVING_API_KEY, concurrency=settings.LAB_CONCURRENCY, max_tokens=settings.LAB_MAX_TOKENS,
             sample_every_s=settings.LAB_SAMPLE_EVERY_S, ignore_eos=run.knobs["ignore_eos"],
             launch_command=launch_command(run.knobs), timeout_s=settings.LAB_MAX_RUN_S)

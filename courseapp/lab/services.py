@@ -53,6 +53,7 @@ class LabRefused(ValueError):
 @dataclass
 class LabBusy(Exception):
     retry_in: int  # seconds
+    why: str  # "hour": this learner's runs this hour; "address": this network's; "server": the queue is full
 
 
 def knobs_clean(data) -> dict:
@@ -88,29 +89,41 @@ def knobs_for_preset(name: str) -> dict:
     return knobs
 
 
-def lab_fail_stale(*, learner) -> None:
-    """A run whose thread stopped beating (the server restarted) ends as failed, so it never blocks
-    its learner's next run."""
+def lab_fail_stale() -> None:
+    """A run whose thread stopped beating (the server restarted) ends as failed, so it never
+    blocks its learner's next run nor holds a place in the queue."""
     cutoff = timezone.now() - timedelta(seconds=settings.LAB_STALE_S)
-    for run in LabRun.objects.filter(learner=learner, status__in=LabRun.ACTIVE):
+    for run in LabRun.objects.filter(status__in=LabRun.ACTIVE):
         if (run.beat_at or run.created_at) < cutoff:
             lab_end(run_id=run.pk, status=LabRun.Status.FAILED, error=_("The server stopped while this run was going on."))
 
 
-def lab_start(*, learner, knobs: dict, base_url: str) -> LabRun:
+def lab_start(*, learner, knobs: dict, client_addr: str | None) -> LabRun:
     """Queue a run of the five experiments with these (clean) knobs; its thread starts at once and
-    waits for its turn. One run per learner at a time; so many an hour."""
-    lab_fail_stale(learner=learner)
+    waits for its turn. One run per learner at a time; so many an hour per learner and per client
+    address (a guest without cookies is a new learner each time, its address is not); so many
+    waiting or measuring, server-wide. Each run builds an engine, so the queue is bounded."""
+    lab_fail_stale()
     with transaction.atomic():
-        active = LabRun.objects.select_for_update().filter(learner=learner, status__in=LabRun.ACTIVE).first()
-        if active is not None:
+        limits.serialise_starts(74022)
+        active = LabRun.objects.filter(status__in=LabRun.ACTIVE)
+        if active.filter(learner=learner).exists():
             raise LabRefused(_("Your previous lab run is still going on: wait for its report first."))
+        if active.count() >= settings.LAB_MAX_QUEUED:
+            raise LabBusy(retry_in=60, why="server")
+        if client_addr and active.filter(client_addr=client_addr).count() >= settings.LAB_MAX_ACTIVE_PER_ADDRESS:
+            raise LabBusy(retry_in=60, why="address")
+        if client_addr and limits.over(key=f"lab-addr:{client_addr}", limit=settings.LAB_RUNS_PER_HOUR_PER_ADDRESS, window=3600):
+            raise LabBusy(retry_in=3600 // settings.LAB_RUNS_PER_HOUR_PER_ADDRESS, why="address")
         if not limits.hit(key=f"lab:{learner.pk}", limit=settings.LAB_RUNS_PER_HOUR, window=3600):
-            raise LabBusy(retry_in=3600 // settings.LAB_RUNS_PER_HOUR)
-        run = LabRun.objects.create(learner=learner, knobs=knobs, progress={"done": 0, "total": 0, "message": ""})
+            raise LabBusy(retry_in=3600 // settings.LAB_RUNS_PER_HOUR, why="hour")
+        if client_addr:
+            limits.add(key=f"lab-addr:{client_addr}", window=3600)
+        run = LabRun.objects.create(learner=learner, knobs=knobs, client_addr=client_addr,
+                                    progress={"done": 0, "total": 0, "message": ""})
     from courseapp.lab import runner
 
-    transaction.on_commit(lambda: runner.launch(run.pk, base_url))
+    transaction.on_commit(lambda: runner.launch(run.pk))
     return run
 
 

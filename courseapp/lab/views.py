@@ -55,18 +55,33 @@ def lab_create(request):
         knobs = services.knobs_clean(request.POST)
     except services.LabRefused as exc:
         return _page(request, error=str(exc), status=400)
-    base_url = settings.LAB_BASE_URL or request.build_absolute_uri("/")
     try:
-        run = services.lab_start(learner=learner_get(request, create=True), knobs=knobs, base_url=base_url)
+        run = services.lab_start(learner=learner_get(request, create=True), knobs=knobs,
+                                 client_addr=request.META.get("REMOTE_ADDR") or None)
     except services.LabRefused as exc:
         return _page(request, error=str(exc), knobs=knobs, status=409)
     except services.LabBusy as busy:
-        response = render(request, "429.html", {"message": _("You started the lab many times this hour."),
-                                                "hint": _("Try again in %(n)d minutes.") % {"n": max(1, busy.retry_in // 60)}},
-                          status=429)
-        response["Retry-After"] = str(busy.retry_in)
-        return response
+        return _busy(request, busy)
     return redirect("lab:run", run_id=run.pk)
+
+
+def _busy(request, busy: services.LabBusy):
+    """429 (this learner's or this network's share is used up) or 503 (the queue is full), with
+    when to try again; nothing is stored."""
+    if busy.why == "server":
+        message, status = _("The lab's queue is full: %(n)d runs are waiting or measuring.") % {"n": settings.LAB_MAX_QUEUED}, 503
+    elif busy.why == "address":
+        message, status = _("Your network has started as many lab runs as it may for now."), 429
+    else:
+        message, status = _("You started the lab many times this hour."), 429
+    if busy.retry_in < 120:
+        hint = _("Try again in %(n)d seconds.") % {"n": busy.retry_in}
+    else:
+        hint = _("Try again in %(n)d minutes.") % {"n": busy.retry_in // 60}
+    title = _("The lab is busy") if status == 503 else ""
+    response = render(request, "429.html", {"title": title, "message": message, "hint": hint}, status=status)
+    response["Retry-After"] = str(busy.retry_in)
+    return response
 
 
 def _own(request, run_id):

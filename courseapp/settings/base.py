@@ -280,9 +280,16 @@ LAB_SAMPLE_EVERY_S = float(os.environ.get("LAB_SAMPLE_EVERY_S", "1.0"))  # /metr
 LAB_LOG_INTERVAL_S = 1.0  # the lab engine's stats line (vLLM's default is 10 s; a lab run lasts seconds)
 LAB_MAX_ACTIVE = int(os.environ.get("LAB_MAX_ACTIVE", "1"))  # labs measuring at once; more wait their turn
 LAB_RUNS_PER_HOUR = int(os.environ.get("LAB_RUNS_PER_HOUR", "12"))  # per learner
+LAB_RUNS_PER_HOUR_PER_ADDRESS = int(os.environ.get("LAB_RUNS_PER_HOUR_PER_ADDRESS", "30"))  # a cookie-less guest is a new learner each time
+LAB_MAX_ACTIVE_PER_ADDRESS = int(os.environ.get("LAB_MAX_ACTIVE_PER_ADDRESS", "2"))  # waiting or measuring
+LAB_MAX_QUEUED = int(os.environ.get("LAB_MAX_QUEUED", "6"))  # waiting or measuring, server-wide (each builds an engine)
 LAB_MAX_RUN_S = 600  # a run that takes longer fails (its requests time out)
 LAB_STALE_S = 60  # a queued or running run whose thread stayed silent this long has died with its server
-LAB_BASE_URL = os.environ.get("LAB_BASE_URL", "")  # how the lab reaches this server; default: the page's own address
+# How the lab reaches this server's engine. From settings only, never from a request (a Host
+# header would point it, and the API key it sends, anywhere): Daphne's own address by default,
+# on the port `make run` serves (PORT).
+PORT = int(os.environ.get("PORT", "8000"))
+LAB_BASE_URL = os.environ.get("LAB_BASE_URL") or f"http://127.0.0.1:{PORT}"
 
 # Quiz grading API (courseapp/api): requests per token per minute.
 GRADING_API_RATE_PER_MINUTE = int(os.environ.get("GRADING_API_RATE_PER_MINUTE", "60000"))  # a class's LMS: one token (bench.grading_api sends ~25,000 a minute)

@@ -115,7 +115,8 @@ def start_daphne(extra_env: dict):
 
 
     port = free_port()
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "courseapp.settings.test", "PYTHONUNBUFFERED": "1", **extra_env}
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "courseapp.settings.test", "PYTHONUNBUFFERED": "1", "PORT": str(port),
+           **extra_env}
     env["DATABASE_URL"] = server_database_url()
     daphne = Path(sys.executable).with_name("daphne")
     log = open(Path(__file__).resolve().parents[2] / ".test-daphne.log", "a")

@@ -18,7 +18,7 @@ GOOD = {"num_blocks": "512", "max_num_seqs": "32", "max_num_batched_tokens": "51
 def launched(monkeypatch):
     """Runs are created as usual; their threads are recorded, not started."""
     calls = []
-    monkeypatch.setattr(runner, "launch", lambda run_id, base_url: calls.append((run_id, base_url)))
+    monkeypatch.setattr(runner, "launch", lambda run_id: calls.append(run_id))
     return calls
 
 
@@ -64,7 +64,7 @@ def test_a_post_starts_one_run_with_clean_knobs_and_a_second_waits_for_it(client
     assert response.status_code == 302 and response["Location"] == reverse("lab:run", args=[run.pk])
     assert run.knobs == {"num_blocks": 512, "max_num_seqs": 32, "max_num_batched_tokens": 512,
                          "enable_prefix_caching": True, "ignore_eos": True, "v0_preemption_warnings": False}
-    assert launched == [(run.pk, "http://testserver/")]
+    assert launched == [run.pk]
     again = start(client)
     assert again.status_code == 409
     assert ko("Your previous lab run is still going on: wait for its report first.") in again.content.decode()
@@ -90,6 +90,71 @@ def test_runs_per_hour_are_limited_per_learner(client, launched, settings):
     refused = start(client)
     assert refused.status_code == 429 and int(refused["Retry-After"]) > 0
     assert start(Client()).status_code == 302, "another learner has an allowance of their own"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_cookieless_starts_from_one_address_are_limited_and_the_queue_is_bounded(launched, settings):
+    settings.LAB_MAX_ACTIVE_PER_ADDRESS, settings.LAB_MAX_QUEUED = 2, 4
+    answers = [start(Client()) for _ in range(6)]  # six fresh guests, one address
+    assert [a.status_code for a in answers] == [302, 302, 429, 429, 429, 429]
+    assert int(answers[-1]["Retry-After"]) > 0 and ko("Your network has started as many lab runs as it may for now.") in \
+        answers[-1].content.decode()
+    assert LabRun.objects.count() == 2 and len(launched) == 2, "a refused start stores nothing"
+    others = [start(Client(REMOTE_ADDR=f"10.0.0.{n}")) for n in range(1, 4)]
+    assert [a.status_code for a in others] == [302, 302, 503], "server-wide: four waiting or measuring at most"
+    assert int(others[-1]["Retry-After"]) > 0 and LabRun.objects.count() == 4
+
+
+@pytest.mark.django_db(transaction=True)
+def test_runs_per_hour_are_limited_per_address_too(launched, settings):
+    settings.LAB_RUNS_PER_HOUR_PER_ADDRESS = 2
+    for _ in range(2):
+        assert start(Client()).status_code == 302
+        LabRun.objects.update(status=LabRun.Status.FINISHED)
+    assert start(Client()).status_code == 429
+    assert start(Client(REMOTE_ADDR="10.0.0.9")).status_code == 302, "another network has its own allowance"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_lab_calls_the_address_in_settings_whatever_the_host_header_says(client, monkeypatch, settings):
+    from courseapp.lab import experiments
+    from courseapp.serving import engines
+
+    settings.LAB_BASE_URL = "http://127.0.0.1:8123"
+    threads = []
+    monkeypatch.setattr(runner, "launch", threads.append)
+    start(client, HTTP_HOST="127.0.0.1:8503")
+    seen = []
+    monkeypatch.setattr(engines, "lab_engine_open", lambda **options: ("tok" * 8, type("E", (), {"log_lines": list})()))
+    monkeypatch.setattr(engines, "lab_engine_close", lambda token: None)
+
+    def fake_run(lab, **kwargs):
+        seen.append(lab)
+        raise experiments.LabError("stopped here")
+
+    monkeypatch.setattr(experiments, "run", fake_run)
+    runner._run(threads[0])
+    assert seen[0].base_url == "http://127.0.0.1:8123/lab/engines/" + "tok" * 8
+    assert LabRun.objects.get().error == "stopped here"
+
+
+def test_a_failed_run_shows_no_foreign_body_and_one_text_for_every_unreachable_port():
+    import httpx2
+    from openai import APIStatusError
+
+    from courseapp.lab import experiments
+
+    foreign = httpx2.Response(200, text="<html>SECRET internal page</html>",
+                              request=httpx2.Request("POST", "http://127.0.0.1:8503/v1/chat/completions"))
+    explained = experiments._explain(APIStatusError("bad", response=foreign, body=None))
+    assert "SECRET" not in explained and "200" in explained
+    texts = set()
+    for port in (9, 1):  # closed ports: refused alike
+        lab = experiments.LabSettings(base_url=f"http://127.0.0.1:{port}", model="m", max_tokens=4, timeout_s=5)
+        with pytest.raises(experiments.LabError) as failed:
+            experiments.run(lab)
+        texts.add(str(failed.value))
+    assert len(texts) == 1 and "could not reach the server" in texts.pop()
 
 
 def as_learner(client, learner) -> None:
