@@ -300,6 +300,8 @@ def submit(request, body: SubmissionIn, key: str | None = Header(
                 learner, new = seen.learner, seen.learner is None
                 if new:
                     learner = services.learner_make(client=client, external_id=body.learner, cohort_id=cohort.pk)
+                else:  # a learner this client made for another of its classes joins the one it names
+                    services.membership_ensure(learner=learner, cohort_id=cohort.pk)
                 attempt, created = attempt_submit(learner=learner, question=question, response=response,
                                                   nonce=f"api:{client.pk}:{key}" if key else "", new_learner=new)
                 # a new learner's only attempt is this one

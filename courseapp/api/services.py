@@ -209,6 +209,13 @@ def learner_make(*, client: ApiClient, external_id: str, cohort_id: int) -> Lear
     return learner
 
 
+def membership_ensure(*, learner: Learner, cohort_id: int) -> None:
+    """The learner is in the class (joined now, by the API, if not yet): a grade filed under a
+    class shows in that class's gradebook. In the caller's transaction."""
+    if not Membership.objects.filter(cohort_id=cohort_id, learner=learner).exists():
+        _insert(Membership(cohort_id=cohort_id, learner=learner, via=Membership.Via.API))
+
+
 def body_hash(body: dict) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()).hexdigest()
 

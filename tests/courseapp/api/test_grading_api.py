@@ -108,6 +108,22 @@ def test_a_token_sees_only_its_classes(two_classes):
     assert len(attempts) == 1 and attempts[0]["response"] == api_response(question), "the ids /questions showed"
 
 
+def test_a_two_class_token_files_a_known_learners_grade_under_the_class_it_names(two_classes):
+    a, b = two_classes
+    both = api(token_for(a, b))
+    question = Question.objects.filter(type="single").first()
+    first = both("post", "submissions", {"learner": "ana", "question": question.slug, "class_id": a.pk,
+                                         "response": api_response(question, right=False)})
+    second = both("post", "submissions", {"learner": "ana", "question": question.slug, "class_id": b.pk,
+                                          "response": api_response(question)})
+    assert first.status_code == second.status_code == 201
+    assert second.json()["learner_id"] == first.json()["learner_id"], "one learner, known to the client as ana"
+    in_b = both("get", "gradebook", data={"class_id": b.pk}).json()["items"]
+    assert [(row["external_id"], row["scores"]) for row in in_b] == [("ana", {question.slug: 1.0})]
+    assert error_of(both("post", "submissions", {"learner": "ana", "question": question.slug, "class_id": 999_999,
+                                                 "response": api_response(question)}))["code"] == "class_not_found"
+
+
 def test_errors_use_one_shape_and_the_right_status(two_classes, settings):
     a, b = two_classes
     question = Question.objects.filter(type="single").first()
