@@ -153,6 +153,20 @@ def test_errors_use_one_shape_and_the_right_status(two_classes, settings):
     assert refused.status_code == 429 and refused["Retry-After"] == "60"
 
 
+def test_errors_no_operation_answers_are_in_the_same_json_shape(two_classes):
+    grader = api(token_for(two_classes[0]))
+    question = Question.objects.filter(type="short").first()
+    big = grader("post", "submissions", {"learner": "x", "question": question.slug, "response": {"text": "가" * 20_000}})
+    assert big.status_code == 413 and error_of(big)["code"] == "body_too_large"
+    wrong_method = grader("delete", "questions")
+    assert wrong_method.status_code == 405 and error_of(wrong_method)["code"] == "method_not_allowed"
+    assert "GET" in wrong_method["Allow"]
+    for path in ("nope", "questions/extra/", f"learners/{'9' * 25}/attempts/x"):
+        missing = grader("get", path)
+        assert missing.status_code == 404 and error_of(missing)["code"] == "not_found", path
+    assert not Attempt.objects.exists()
+
+
 def test_create_api_token_prints_it_once_and_keeps_only_its_hash(two_classes):
     a, _b = two_classes
     out, err = io.StringIO(), io.StringIO()
