@@ -1,6 +1,7 @@
 from django.urls import path
 from lti_tool.views import jwks
 
+import courseapp.converters  # noqa: F401 — registers <id:…>
 from courseapp.lti import views
 
 app_name = "lti"
@@ -10,6 +11,6 @@ urlpatterns = [
     path("lti/login/<uuid:registration_uuid>/", views.OIDCLogin.as_view(), name="login"),
     path("lti/launch/", views.Launch.as_view(), name="launch"),
     path("lti/deep-link/", views.deep_link_return, name="deep-link"),
-    path("teach/classes/<int:cohort_id>/lms-grades/", views.cohort_passbacks, name="passbacks"),
-    path("teach/classes/<int:cohort_id>/lms-grades/<int:passback_id>/retry/", views.passback_retry, name="passback-retry"),
+    path("teach/classes/<id:cohort_id>/lms-grades/", views.cohort_passbacks, name="passbacks"),
+    path("teach/classes/<id:cohort_id>/lms-grades/<id:passback_id>/retry/", views.passback_retry, name="passback-retry"),
 ]
