@@ -151,6 +151,7 @@ async def _generate(served: engines.Served, request: protocol.GenerationRequest,
     from courseapp.demo.host import ServingRefused
 
     engine = await asyncio.to_thread(engines.engine_of, served)
+    protocol.refuse_if_surely_too_long(request, engine.max_model_len)
     request_id = f"{'chatcmpl' if request.chat else 'cmpl'}-{uuid.uuid4().hex}"
     created = int(time.time())
     try:

@@ -13,6 +13,10 @@ from dataclasses import dataclass, field
 
 MAX_STOP_SEQUENCES = 4  # OpenAI's limit
 MAX_STOP_CHARS = 200
+# No token of a real vocabulary spans more characters than this (the shipped model's longest is
+# 13): a prompt with more than max_model_len × this many characters cannot fit in the context,
+# and is refused before any tokenizing (which takes seconds of CPU for a megabyte).
+MAX_CHARS_PER_TOKEN = 16
 
 
 @dataclass(slots=True)
@@ -162,6 +166,17 @@ def parse_request(raw: bytes, *, chat: bool, served_model: str) -> GenerationReq
             raise bad("'prompt' must be a non-empty string", "prompt")
         request.prompt = prompt
     return request
+
+
+def refuse_if_surely_too_long(request: GenerationRequest, max_model_len: int) -> None:
+    """400 for a prompt whose characters alone exceed what the context could hold, as vLLM words
+    a prompt too long for the context."""
+    chars = sum(len(m["content"]) for m in request.messages) if request.chat else len(request.prompt)
+    if chars > max_model_len * MAX_CHARS_PER_TOKEN:
+        what = "messages" if request.chat else "prompt"
+        raise bad(f"This model's maximum context length is {max_model_len} tokens. However, the {what} alone is "
+                  f"{chars} characters, more than that many tokens can hold. Please reduce the length of the {what}.",
+                  what)
 
 
 def usage(prompt_tokens: int, completion_tokens: int, cached_tokens: int) -> dict:
