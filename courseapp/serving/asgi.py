@@ -38,11 +38,13 @@ class ServingApp:
             if served is None:
                 raise ApiError(404, "This lab engine has closed: its run is over.", type="not_found_error")
             if path == "/metrics":
+                if scope["path"] == "/metrics":  # the site's; a lab engine's has its token in the path
+                    _check_key(scope, settings.SERVING_METRICS_KEY)
                 # Off the loop: the engine's figures may come from its process (a round trip).
                 exposition = await asyncio.to_thread(served.metrics.exposition)
                 await _respond(send, 200, exposition, content_type=metrics.CONTENT_TYPE)
                 return
-            _check_key(scope)
+            _check_key(scope, settings.SERVING_API_KEY)
             rate_limit().check(_caller(scope))
             method = scope["method"]
             if path == "/v1/models" and method == "GET":
@@ -113,8 +115,7 @@ def rate_limit() -> RateLimit:
     return _limit
 
 
-def _check_key(scope) -> None:
-    key = settings.SERVING_API_KEY
+def _check_key(scope, key: str) -> None:
     if not key:
         return
     given = dict(scope["headers"]).get(b"authorization", b"").decode("latin-1")

@@ -172,6 +172,9 @@ OUTLINE_RECHECK_SECONDS = float(os.environ.get("OUTLINE_RECHECK_SECONDS", "1"))
 # the largest request body, and the served engine's settings (engine.EngineConfig).
 SERVED_MODEL_NAME = os.environ.get("SERVED_MODEL_NAME", "munuibot")
 SERVING_API_KEY = os.environ.get("SERVING_API_KEY", "")
+# /metrics is open, as vLLM's is whatever --api-key says; this key, when set, guards it (a lab
+# engine's /metrics stays behind its run's own token in the path).
+SERVING_METRICS_KEY = os.environ.get("SERVING_METRICS_KEY", "")
 SERVING_MAX_BODY_BYTES = 1024 * 1024
 SERVING_RATE_LIMIT = os.environ.get("SERVING_RATE_LIMIT", "1200/60")  # requests per seconds, per key or address
 # torch threads for the served engine and the lab's: a core left for the web process's event loop.

@@ -96,43 +96,6 @@ def test_the_official_clients_own_types_accept_what_we_send():
     assert Model.model_validate(listed["data"][0]).id == "munuibot"
 
 
-def test_a_prompt_too_long_for_any_tokenization_is_refused_before_the_engine_sees_it(monkeypatch):
-    import asyncio
-
-    from courseapp.serving import asgi, engines
-    from tests.aio import run_in_fresh_loop
-
-    opened = []
-
-    class Engine:
-        max_model_len = 2048
-
-        async def open(self, **kwargs):
-            opened.append(kwargs)
-            raise AssertionError("tokenized")
-
-    monkeypatch.setattr(engines, "engine_of", lambda served: Engine())
-    monkeypatch.setattr(engines, "route", lambda path: (object(), path))
-    monkeypatch.setattr(asgi, "_check_key", lambda scope: None)
-    for path, body in (("/v1/completions", {"prompt": "가" * 340_000}),  # ~1 MB, under the body cap
-                       ("/v1/chat/completions", {"messages": [{"role": "user", "content": "a" * 40_000}]})):
-        sent = []
-        scope = {"type": "http", "method": "POST", "path": path, "headers": [], "client": ("10.1.2.3", 1)}
-        raw = json.dumps({"model": "munuibot", **body}, ensure_ascii=False).encode()
-
-        async def receive(raw=raw):
-            return {"type": "http.request", "body": raw, "more_body": False}
-
-        async def send(message):
-            sent.append(message)
-
-        run_in_fresh_loop(lambda: asyncio.wait_for(asgi.ServingApp(None)(scope, receive, send), 10))
-        error = json.loads(sent[1]["body"])["error"]
-        assert sent[0]["status"] == 400 and "maximum context length is 2048" in error["message"], error
-        assert error["param"] == ("prompt" if path == "/v1/completions" else "messages")
-    assert opened == []
-
-
 def test_no_token_of_the_shipped_model_spans_more_characters_than_the_early_refusal_assumes():
     from transformers import AutoTokenizer
 

@@ -1,0 +1,61 @@
+"""The ASGI front of /v1 and /metrics, driven at the ASGI level: what is refused before the
+engine is asked anything, and which key guards what."""
+import asyncio
+import json
+
+from courseapp.serving import asgi, engines
+from tests.aio import run_in_fresh_loop
+
+
+def call(method: str, path: str, body: bytes = b"", headers=()) -> list[dict]:
+    sent = []
+    scope = {"type": "http", "method": method, "path": path, "headers": list(headers), "client": ("10.1.2.3", 1)}
+
+    async def receive():
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    async def send(message):
+        sent.append(message)
+
+    run_in_fresh_loop(lambda: asyncio.wait_for(asgi.ServingApp(None)(scope, receive, send), 10))
+    return sent
+
+
+def test_a_prompt_too_long_for_any_tokenization_is_refused_before_the_engine_sees_it(monkeypatch):
+    opened = []
+
+    class Engine:
+        max_model_len = 2048
+
+        async def open(self, **kwargs):
+            opened.append(kwargs)
+            raise AssertionError("tokenized")
+
+    monkeypatch.setattr(engines, "engine_of", lambda served: Engine())
+    monkeypatch.setattr(engines, "route", lambda path: (object(), path))
+    monkeypatch.setattr(asgi, "_check_key", lambda scope, key: None)
+    for path, body in (("/v1/completions", {"prompt": "가" * 340_000}),  # ~1 MB, under the body cap
+                       ("/v1/chat/completions", {"messages": [{"role": "user", "content": "a" * 40_000}]})):
+        sent = call("POST", path, json.dumps({"model": "munuibot", **body}, ensure_ascii=False).encode())
+        error = json.loads(sent[1]["body"])["error"]
+        assert sent[0]["status"] == 400 and "maximum context length is 2048" in error["message"], error
+        assert error["param"] == ("prompt" if path == "/v1/completions" else "messages")
+    assert opened == []
+
+
+
+def test_the_metrics_key_guards_the_sites_metrics_and_the_api_key_does_not(monkeypatch, settings):
+    class Served:
+        class metrics:
+            @staticmethod
+            def exposition():
+                return b"vllm:num_requests_running 0\n"
+
+    monkeypatch.setattr(engines, "route", lambda path: (Served, "/metrics"))
+    settings.SERVING_API_KEY, settings.SERVING_METRICS_KEY = "api-key", ""
+    assert call("GET", "/metrics")[0]["status"] == 200, "open by default, as vLLM's"
+    settings.SERVING_METRICS_KEY = "scrape-key"
+    refused = call("GET", "/metrics", headers=[(b"authorization", b"Bearer api-key")])
+    assert refused[0]["status"] == 401 and json.loads(refused[1]["body"])["error"]["code"] == "invalid_api_key"
+    assert call("GET", "/metrics", headers=[(b"authorization", b"Bearer scrape-key")])[0]["status"] == 200
+    assert call("GET", "/lab/engines/" + "t" * 32 + "/metrics")[0]["status"] == 200, "a lab engine's: its token is the key"
