@@ -18,6 +18,8 @@ def cohort_create(*, instructor, name: str, lesson) -> Cohort:
     name = " ".join(name.split())[:100]
     if not name:
         raise ValueError(_("Give the class a name."))
+    if any(ord(c) < 32 or ord(c) == 127 for c in name):  # invisible, and PostgreSQL cannot store a NUL
+        raise ValueError(_("A class name cannot hold control characters."))
     with transaction.atomic():
         cohort = Cohort.objects.create(name=name, lesson=lesson)
         cohort.instructors.add(instructor)

@@ -104,6 +104,8 @@ def validate(question, response) -> dict:
         chosen = response.get("choices")
         if not isinstance(chosen, list) or not all(isinstance(c, str) for c in chosen):
             raise ResponseError(_("The response must list the chosen options."))
+        if not chosen:  # nothing to grade: not a try (every such question has at least one right option)
+            raise ResponseError(_("Choose at least one option first."))
         valid = [c["id"] for c in public["choices"]]
         if set(chosen) - set(valid):
             raise ResponseError(_("That choice is not one of this question's options."))

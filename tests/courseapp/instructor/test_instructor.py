@@ -217,3 +217,15 @@ def test_instructor_actions_are_audited(small_class):
     actions = list(AuditEntry.objects.order_by("at", "pk").values_list("action", "user__username", "cohort_id"))
     assert actions == [("class_created", "teacher", cohort.pk), ("exported", "teacher", cohort.pk),
                        ("items_computed", "teacher", cohort.pk)]
+
+
+@pytest.mark.django_db
+def test_a_class_name_with_control_characters_is_refused_and_nothing_is_stored():
+    services.instructor_make(username="kim", password="correct-horse-battery")
+    kim = login("kim")
+    for name in ("A\x00B", "tab\x07bell"):
+        answer = kim.post(reverse("instructor:index"), {"name": name})
+        assert answer.status_code == 400, name
+    assert not Cohort.objects.exists()
+    assert kim.post(reverse("instructor:index"), {"name": "  LLM   서빙 "}).status_code == 302
+    assert Cohort.objects.get().name == "LLM 서빙"

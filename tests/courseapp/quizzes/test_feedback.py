@@ -28,16 +28,17 @@ def feedback(html: str):
     return BeautifulSoup(html, "html.parser").select_one("[data-verdict]")
 
 
-# --- multi-select: no credit for ticking nothing --------------------------------------------
+# --- multi-select: ticking nothing is not a try ------------------------------------------------
 
 
 @pytest.mark.django_db
-def test_ticking_nothing_on_a_multi_select_scores_zero(client):
-    q = Question.objects.get(slug="kv-waste-two-kinds")  # 2 right of 5: the old rule gave 60%
+def test_ticking_nothing_on_a_multi_select_is_sent_back_and_stores_nothing(client):
+    q = Question.objects.get(slug="kv-waste-two-kinds")
     html = submit(client, q, {}, "n1").content.decode()
-    assert Attempt.objects.get(question=q).score == 0.0
-    assert feedback(html)["data-verdict"] == "wrong" and feedback(html)["data-score"] == "0"
-    assert ko("Nothing was ticked, so there is no credit: tick every option you think is true.") in html
+    assert ko("Choose at least one option first.") in html
+    plain = client.post(reverse("quizzes:submit", args=[q.slug]), {"nonce": "n2"})
+    assert plain.status_code == 400
+    assert not Attempt.objects.exists() and not Learner.objects.exists()
 
 
 @pytest.mark.django_db
