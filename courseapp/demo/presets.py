@@ -138,6 +138,15 @@ def _knob(name: str, raw, lo: int, hi: int) -> int:
     return value
 
 
+def _choice(name: str, raw, options: tuple) -> str:
+    """One of `options` (the first when none is given), or a sentence that lists them."""
+    if raw in (None, ""):
+        return options[0]
+    if raw not in options:
+        raise ValueError(_("%(name)s must be one of: %(options)s") % {"name": name, "options": ", ".join(options)})
+    return raw
+
+
 def custom_spec(knobs: dict, *, system_prompt: str, min_prompt_tokens: int = 0) -> dict:
     """A learner's own run: one lane with the knobs they chose, open for prompts.
 
@@ -148,8 +157,8 @@ def custom_spec(knobs: dict, *, system_prompt: str, min_prompt_tokens: int = 0) 
         if name in knobs and knobs[name] not in (None, ""):
             config[name] = _knob(name, knobs[name], lo, hi)
     config["enable_prefix_caching"] = bool(knobs.get("enable_prefix_caching", True))
-    config["scheduling"] = "static" if knobs.get("scheduling") == "static" else "continuous"
-    config["preemption_mode"] = "swap" if knobs.get("preemption_mode") == "swap" else "recompute"
+    config["scheduling"] = _choice("scheduling", knobs.get("scheduling"), ("continuous", "static"))
+    config["preemption_mode"] = _choice("preemption_mode", knobs.get("preemption_mode"), ("recompute", "swap"))
     if config["num_blocks"] < config["max_num_seqs"]:
         raise ValueError(_("num_blocks (%(blocks)d) must be at least max_num_seqs (%(seqs)d)") % {"blocks": config["num_blocks"], "seqs": config["max_num_seqs"]})
     pool, needed = config["num_blocks"] * config["block_size"], min_prompt_tokens + MIN_ANSWER_TOKENS

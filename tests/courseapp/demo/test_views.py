@@ -83,6 +83,10 @@ def test_bad_knobs_are_refused_with_the_limit_and_write_nothing(client):
     assert response.status_code == 400
     assert ko("%(name)s must be a whole number between %(lo)d and %(hi)d", name="block_size", lo=4, hi=64) in response.content.decode()
     assert "invalid literal" not in response.content.decode()
+    for name, value, options in (("scheduling", "fifo", "continuous, static"), ("preemption_mode", "drop", "recompute, swap")):
+        response = client.post(reverse("demo:run-create"), {name: value})
+        assert response.status_code == 400, "an unknown mode is not quietly the default"
+        assert ko("%(name)s must be one of: %(options)s", name=name, options=options) in response.content.decode()
     assert not DemoRun.objects.exists() and not Learner.objects.exists()
 
 
