@@ -12,11 +12,11 @@ django_wsgi_app = get_wsgi_application()  # must run before anything imports mod
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from django.conf import settings  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from courseapp.http_threads import WsgiOnThreads  # noqa: E402
 from courseapp.http_workers import WorkerPool  # noqa: E402
 from courseapp.serving.asgi import ServingApp  # noqa: E402
+from courseapp.ws_origin import SameOriginValidator  # noqa: E402
 from courseapp.demo.routing import websocket_urlpatterns  # noqa: E402
 
 logging.getLogger("courseapp").info(
@@ -30,7 +30,7 @@ if settings.HTTP_WORKERS:
 application = ProtocolTypeRouter(
     {
         "http": ServingApp(WsgiOnThreads(django_wsgi_app, threads=settings.HTTP_THREADS, workers=workers)),
-        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )
 

@@ -17,7 +17,8 @@ from courseapp.learners.models import Learner
 from tests.aio import run_in_fresh_loop
 from tests.courseapp.demo.watcher import Watcher
 
-ORIGIN = (b"origin", b"http://127.0.0.1")
+ORIGIN = (b"origin", b"http://127.0.0.1:8000")
+HOST = (b"host", b"127.0.0.1:8000")
 
 
 def ko(message, **params):
@@ -37,7 +38,7 @@ def session_cookie(learner=None, joined=None):
 
 
 def ws(run_id, *headers):
-    return WebsocketCommunicator(application, f"/ws/demo/runs/{run_id}/", headers=[ORIGIN, *headers])
+    return WebsocketCommunicator(application, f"/ws/demo/runs/{run_id}/", headers=[ORIGIN, HOST, *headers])
 
 
 async def reply_to(comm, message):
@@ -305,15 +306,27 @@ def test_watching_marks_the_run_and_an_ended_run_says_why(commands):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_foreign_origin_is_rejected():
+@pytest.mark.parametrize("origin", [b"http://evil.example", b"http://127.0.0.1:8503", b"http://127.0.0.1", None])
+def test_a_foreign_origin_is_rejected_another_port_of_this_host_too(origin):
     run = DemoRun.objects.create(spec={}, status="finished")
 
     async def scenario():
-        comm = WebsocketCommunicator(application, f"/ws/demo/runs/{run.pk}/", headers=[(b"origin", b"http://evil.example")])
+        headers = [HOST] + ([(b"origin", origin)] if origin else [])
+        comm = WebsocketCommunicator(application, f"/ws/demo/runs/{run.pk}/", headers=headers)
         connected, _ = await comm.connect()
         return connected
 
     assert run_in_fresh_loop(scenario) is False
+
+
+def test_the_sites_own_origin_passes_and_a_trusted_one_behind_a_proxy(settings):
+    from courseapp.ws_origin import same_origin
+
+    assert same_origin("http://127.0.0.1:8000", "127.0.0.1:8000") and same_origin("http://localhost", "localhost:80")
+    assert not same_origin("http://127.0.0.1:8000", "evil.example:8000"), "a Host header outside ALLOWED_HOSTS"
+    settings.CSRF_TRUSTED_ORIGINS = ["https://*.example.ac.kr"]
+    assert same_origin("https://course.example.ac.kr", "127.0.0.1:8000")
+    assert not same_origin("http://course.example.ac.kr", "127.0.0.1:8000"), "the scheme counts"
 
 
 @pytest.mark.django_db(transaction=True)
