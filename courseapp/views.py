@@ -36,3 +36,17 @@ def too_many_signups(request):
         {"message": _("Too many sign-ups from your network just now. Try again in a minute."), "hint": ""},
         status=429,
     )
+
+
+def too_many_failed_logins(request, wait_s: int):
+    """Too many failed logins from this address, over every username (learners/login_throttle.py)."""
+    minutes = max(1, -(-wait_s // 60))
+    message = ngettext(
+        "Too many failed logins from your network. Try again in %(minutes)d minute.",
+        "Too many failed logins from your network. Try again in %(minutes)d minutes.",
+        minutes,
+    ) % {"minutes": minutes}
+    response = render(request, "429.html", {"message": message, "hint": _(
+        "If you cannot wait, ask the course administrator to unlock your account.")}, status=429)
+    response["Retry-After"] = str(wait_s)
+    return response

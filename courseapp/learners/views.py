@@ -7,6 +7,7 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods
 from django_ratelimit.core import is_ratelimited
 
+from courseapp.learners import login_throttle
 from courseapp.learners.forms import SignupForm
 from courseapp.learners.order_seed import request_seed
 from courseapp.learners.selectors import (
@@ -18,7 +19,7 @@ from courseapp.learners.selectors import (
 )
 from courseapp.learners.services import SESSION_KEY, learner_get, learner_merge_guest
 from courseapp.lessons.models import Lesson
-from courseapp.views import too_many_signups
+from courseapp.views import too_many_failed_logins, too_many_signups
 
 
 def describe_errors(form):
@@ -32,7 +33,14 @@ def describe_errors(form):
 
 
 class GuestKeepingLoginView(LoginView):
-    """Django's login, plus: what the learner did as a guest carries into the account."""
+    """Django's login, plus: what the learner did as a guest carries into the account; an address
+    with too many failed logins is told so before anything is checked (login_throttle.py)."""
+
+    def post(self, request, *args, **kwargs):
+        wait = login_throttle.throttled(request)
+        if wait:
+            return too_many_failed_logins(request, wait)
+        return super().post(request, *args, **kwargs)
 
     def form_invalid(self, form):
         return super().form_invalid(describe_errors(form))

@@ -99,7 +99,11 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 # Login throttling (django-axes): 5 wrong passwords for one username from one address lock that
 # pair out for 15 minutes; each try during the lockout restarts it. `manage.py axes_reset` lifts all.
+# And per address alone, whatever the usernames (learners/login_throttle.py): so many failures
+# in a window lock the address out until the window ends.
+LOGIN_FAILURES_PER_ADDRESS = os.environ.get("LOGIN_FAILURES_PER_ADDRESS", "40/15m")
 AUTHENTICATION_BACKENDS = [
+    "courseapp.learners.login_throttle.AddressThrottleBackend",
     "axes.backends.AxesStandaloneBackend",  # needs `request` in authenticate(); the login form passes it
     "django.contrib.auth.backends.ModelBackend",
 ]

@@ -115,3 +115,19 @@ def test_signups_from_one_address_are_throttled(signup_window):
     assert not User.objects.filter(username="one-too-many").exists()
     assert "1분 뒤" in response.content.decode()
     assert sign_up("elsewhere", REMOTE_ADDR="10.9.8.7").status_code == 302  # other addresses are not affected
+
+
+@pytest.mark.django_db
+def test_one_password_sprayed_over_many_usernames_locks_the_address_out(mina, settings):
+    settings.LOGIN_FAILURES_PER_ADDRESS = "10/15m"
+    sprayer = Client()
+    for i in range(10):
+        assert log_in(sprayer, "Password1!", username=f"user-{i}").status_code == 200, i
+    refused = log_in(Client(), PASSWORD)  # even the right password, from this address
+    assert refused.status_code == 429 and int(refused["Retry-After"]) > 0
+    assert "<form" not in refused.content.decode().split("<main", 1)[1]
+    admin = Client().post("/admin/login/", {"username": "mina", "password": PASSWORD})
+    assert "_auth_user_id" not in admin.wsgi_request.session, "the admin's login too"
+    elsewhere = Client(REMOTE_ADDR="10.9.8.7")
+    log_in(elsewhere, PASSWORD)
+    assert logged_in(elsewhere), "another network is not affected"
