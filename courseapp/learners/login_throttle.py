@@ -28,11 +28,11 @@ def count_failure(sender, credentials=None, request=None, **kwargs) -> None:
 
 
 class AddressThrottleBackend:
+    """Refuses or passes on; never signs anyone in (so it has no get_user, like axes' backend:
+    force_login and the session pick the backend that does)."""
+
     def authenticate(self, request, **credentials):
         if request is not None and throttled(request):
             request.address_throttled = True
             raise PermissionDenied  # authenticate() stops here: no other backend is asked
-        return None
-
-    def get_user(self, user_id):
         return None
