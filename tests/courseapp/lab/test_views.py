@@ -1,5 +1,6 @@
 """The lab pages over HTTP: GET starts and stores nothing, a POST starts a run with checked knobs,
 one run per learner at a time, reports and downloads only for their owner."""
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 import pytest
@@ -149,11 +150,18 @@ def test_a_failed_run_shows_no_foreign_body_and_one_text_for_every_unreachable_p
     explained = experiments._explain(APIStatusError("bad", response=foreign, body=None))
     assert "SECRET" not in explained and "200" in explained
     texts = set()
-    for port in (9, 1):  # closed ports: refused alike
+
+    def refused(port):  # closed ports: refused alike
         lab = experiments.LabSettings(base_url=f"http://127.0.0.1:{port}", model="m", max_tokens=4, timeout_s=5)
         with pytest.raises(experiments.LabError) as failed:
             experiments.run(lab)
         texts.add(str(failed.value))
+
+    # From its own thread, as the runner calls it: a browser test's Playwright on this xdist
+    # worker keeps an event loop running on the main thread.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        for port in (9, 1):
+            pool.submit(refused, port).result()
     assert len(texts) == 1 and "could not reach the server" in texts.pop()
 
 
