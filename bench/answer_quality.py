@@ -4,8 +4,9 @@
                                    [--limit N] [--settings none,system] [--show-wrong] [--json OUT]
 
 The model (engine/models/munuibot-tiny, docs/model-card.md) is trained to answer every inquiry in
-three lines — `분류: <category>`, `요약: <summary>`, `답변: <answer>` — always behind the long
-`engine.training.corpus.SYSTEM_PROMPT`. This script asks the server what a user of `/v1` would ask:
+three lines — `분류: <category>`, `요약: <summary>`, `답변: <answer>` — behind the long
+`engine.training.corpus.SYSTEM_PROMPT`, behind short ones, and without any (the chat template then
+gives it its default system turn). This script asks the server what a user of `/v1` would ask:
 the inquiries of a JSONL file (default bench/data/inquiries_handwritten.jsonl, one
 {"id", "category", "text"} a line, written by hand rather than by the training generator; a line
 that is not such an object, or names a category outside CATEGORIES below, refuses the file: exit 2),
@@ -13,7 +14,7 @@ each one in every `--settings` setting:
 
   none    [user: the inquiry] — no system message: what the README's curl, the openai client's
           default and a learner's first script send;
-  system  [system: SYSTEM_PROMPT, user: the inquiry] — what the model was trained with.
+  system  [system: SYSTEM_PROMPT, user: the inquiry] — what the §6 lab sends.
 
 Every request goes through the official `openai` client (chat.completions, not streamed,
 temperature 0, `max_tokens` from the flag), `--concurrency` requests in flight at once, one setting

@@ -27,9 +27,14 @@ import random
 import re
 from typing import Any
 
+from engine.training.noise import roughen
+from engine.training.phrasings import ASKS, FILLERS, MORE_PRODUCTS, OFF_TOPIC, SHOP_OTHER
+
 __all__ = [
     "CATEGORIES",
+    "DEFAULT_SYSTEM_PROMPT",
     "LONG_SYSTEM_PROMPT",
+    "SHORT_SYSTEM_PROMPTS",
     "SHOP_NAME",
     "SYSTEM_PROMPT",
     "TONES",
@@ -50,7 +55,10 @@ CATEGORIES = (
     "회원 등급",
     "배송지 변경",
     "영수증",
+    "기타",  # anything else: a question unrelated to shopping, or a shop matter outside the ten
 )
+SHOP_CATEGORIES = CATEGORIES[:-1]
+OTHER_SHARE = 0.09  # of the examples are 기타
 
 TONES = ("정중", "친근", "간결", "급함", "불만")
 
@@ -139,6 +147,10 @@ PRODUCTS: dict[str, list[str]] = {
              "반려견 사료", "전신 거울", "원목 도마"],
 }
 
+# The hand-written list adds 45 more a kind: unfamiliar nouns must not mean 기타.
+for _kind, _more in MORE_PRODUCTS.items():
+    PRODUCTS[_kind] = PRODUCTS[_kind] + _more
+
 SIZES = {
     "의류": ["S 사이즈", "M 사이즈", "L 사이즈", "XL 사이즈"],
     "신발": ["230 사이즈", "240 사이즈", "250 사이즈", "260 사이즈", "270 사이즈", "280 사이즈"],
@@ -173,6 +185,15 @@ for _kind, _more in {
     "생활": [("다리가 흔들려요", "부품 불량"), ("냄새가 너무 심해요", "냄새"), ("조립이 안 돼요", "부품 불량")],
 }.items():
     DEFECTS[_kind] += _more
+# Ways any kind of product breaks, as people put them (the lists above name few).
+_ANY_DEFECTS = [("고장 났어요", "작동 불량"), ("금이 가 있어요", "파손"), ("부러져 있어요", "파손"),
+                ("찢어져 있어요", "파손"), ("제대로 안 돼요", "작동 불량"),
+                ("뭔가 새요", "누수"), ("찍혀 있어요", "흠집"), ("안 맞물려요", "부품 불량"), ("불량인 것 같아요", "불량")]
+_POWERED_DEFECTS = [("이상한 소리가 나요", "작동 소음"), ("불이 안 들어와요", "전원 불량"), ("화면이 안 나와요", "화면 불량"), ("자꾸 꺼져요", "전원 불량"),
+                    ("리모컨이 안 먹어요", "리모컨 불량"), ("타이머가 안 돼요", "작동 불량"), ("뜨거워지지 않아요", "가열 불량"),
+                    ("물이 새요", "누수"), ("모터가 안 돌아가요", "작동 불량"), ("액정이 깨져 있어요", "액정 파손")]
+for _kind in DEFECTS:
+    DEFECTS[_kind] += _ANY_DEFECTS + (_POWERED_DEFECTS if _kind == "전자" else [])
 
 PAYS = ["신용카드", "체크카드", "카카오페이", "네이버페이", "토스페이", "무통장입금", "휴대폰 결제"]
 COURIERS = ["CJ대한통운", "한진택배", "롯데택배", "우체국택배", "로젠택배"]
@@ -498,7 +519,8 @@ SUBTYPES: dict[str, list[dict[str, Any]]] = {
             more=["사진도 찍어 두었어요.", "처음 받았을 때부터 그랬어요.", "설명서대로 했는데도 그래요."],
             brief=["{product} 불량이에요. {defect}.", "{product}, {defect}."],
             summary=["{product} 수령 후 {defect_n} 발생, 처리 요청.", "받은 {product}의 {defect_n} 문제 문의.",
-                     "{date}에 받은 {product}의 {defect_n} 불량 신고.", "받은 상품의 {defect_n} 문제로 교환 또는 환불 요청."],
+                     "{date}에 받은 {product}의 {defect_n} 불량 신고.", "받은 상품의 {defect_n} 문제로 교환 또는 환불 요청.",
+                     "받은 {product}의 작동 불량 신고 및 처리 요청.", "받은 상품의 불량 문제로 교환 또는 환불 요청."],
             check=["보내 주신 내용을 보니 제품 자체의 불량으로 판단됩니다.",
                    "{order_ref} 건의 출고 기록을 확인했고, 불량으로 접수해 두었습니다."],
             explain=["출고 전에 검수를 거치지만 배송 중 충격이나 제조 과정의 문제로 불량이 생길 수 있습니다."],
@@ -940,6 +962,20 @@ for _cat, _subs in SUBTYPES.items():
 ASIDES = ["선물하려고 산 거예요.", "아이 방에 두려고 샀어요.", "처음 주문해 봤는데 당황스럽네요.", "회사에서 쓰려고 산 거예요.",
           "평소에 자주 이용하는데 이런 일은 처음이에요.", "어머니 생신 선물이에요.", "주말에 캠핑 가서 쓰려고 했어요.",
           "모바일 앱으로 주문했어요.", "친구 추천으로 처음 이용해 봤어요."]
+# A passing mention of another category's topic, asked about nothing: the category is the problem
+# the customer asks about, not every keyword in the message.
+INCIDENTALS = {
+    "배송": ["배송은 빨리 왔어요.", "택배는 어제 잘 받았어요.", "배송 기사님은 친절하셨어요."],
+    "환불/반품": ["환불은 원하지 않아요.", "반품까지는 생각 안 하고 있어요."],
+    "결제": ["카드로 결제했어요.", "카카오페이로 산 거예요.", "할부로 샀어요.", "결제는 문제없이 됐어요."],
+    "계정/로그인": ["회원 가입한 지 얼마 안 됐어요.", "카카오 계정으로 가입했어요.", "앱에 로그인해서 주문했어요."],
+    "제품 불량": ["물건 자체는 멀쩡해요.", "상품은 마음에 들어요."],
+    "교환": ["교환은 필요 없어요."],
+    "쿠폰/적립금": ["쿠폰 써서 싸게 산 거예요.", "적립금으로 일부 결제했어요.", "할인 쿠폰 적용해서 샀어요."],
+    "회원 등급": ["골드 회원이에요.", "오래 이용한 VIP 회원입니다."],
+    "배송지 변경": ["회사 주소로 받았어요.", "부모님 댁으로 보냈어요."],
+    "영수증": ["영수증은 안 필요해요.", "현금영수증은 이미 받았어요."],
+}
 SIDE_LEADS = ["그리고 ", "아, 그리고 ", "추가로 ", "참, ", "하나 더 여쭤볼게요. "]
 
 # A side question from another category: (question, answer sentence, summary noun phrase).
@@ -1074,10 +1110,51 @@ def _casual(text: str, tone: str, rng: random.Random) -> str:
     return text
 
 
+# 기타: a polite refusal for what is not about shopping here; a pointer for shop matters the bot
+# does not handle; a greeting answered with what the bot can do.
+OFF_TOPIC_ANSWERS = [
+    "고객님, 죄송하지만 문의봇은 누리마켓의 주문, 배송, 결제, 회원 정보에 관한 문의만 도와드릴 수 있습니다. "
+    "쇼핑하시다가 궁금한 점이 생기면 언제든지 말씀해 주세요. 감사합니다.",
+    "안녕하세요, 고객님. 말씀하신 내용은 누리마켓 고객센터에서 답해 드리기 어려운 질문입니다. "
+    "주문, 배송, 환불, 결제처럼 쇼핑과 관련된 문의라면 바로 도와드리겠습니다. 감사합니다.",
+    "고객님, 문의봇은 누리마켓 이용에 관한 질문에만 답할 수 있어 이 질문에는 답해 드리기 어렵습니다. "
+    "주문이나 배송 등 쇼핑 관련 문의를 남겨 주시면 바로 확인해 드리겠습니다. 감사합니다.",
+]
+GREETING_ANSWERS = [
+    "안녕하세요, 고객님. 누리마켓 문의봇입니다. 주문, 배송, 환불, 결제, 회원 정보 등 궁금하신 점을 말씀해 주시면 "
+    "바로 도와드리겠습니다.",
+    "안녕하세요, 고객님. 누리마켓 고객센터 문의봇입니다. 쇼핑하시면서 궁금한 점이 있으면 편하게 말씀해 주세요.",
+]
+SHOP_OTHER_ANSWERS = [
+    "고객님, 문의하신 내용은 문의봇이 바로 답해 드리기 어렵습니다. 상품 상세 페이지의 '상품 문의' 게시판이나 "
+    "고객센터 1588-0000으로 문의해 주시면 담당자가 자세히 안내해 드리겠습니다. 감사합니다.",
+    "안녕하세요, 고객님. 문의해 주셔서 감사합니다. 말씀하신 내용은 담당 부서에서 확인해야 하는 사항이라 "
+    "'1:1 문의'에 남겨 주시거나 고객센터 1588-0000으로 연락해 주시면 빠르게 안내해 드리겠습니다. 감사합니다.",
+]
+
+
+def _other_example(rng: random.Random, system: str | None) -> dict[str, str]:
+    """A 기타 example: mostly unrelated to shopping, sometimes a shop matter outside the ten."""
+    off = rng.random() < 0.75
+    text, summary = rng.choice(OFF_TOPIC if off else SHOP_OTHER)
+    if summary.endswith("인사."):
+        answer = rng.choice(GREETING_ANSWERS)
+    else:
+        answer = rng.choice(OFF_TOPIC_ANSWERS if off else SHOP_OTHER_ANSWERS)
+    if rng.random() < 0.2:
+        text = f"{rng.choice(FILLERS)} {text}" if rng.random() < 0.5 else f"{text} {rng.choice(FILLERS)}"
+    user = roughen(text, rng, 0.7)
+    return {"system": SYSTEM_PROMPT if system is None else system, "user": user,
+            "assistant": f"분류: 기타\n요약: {summary}\n답변: {answer}", "category": "기타"}
+
+
 def make_example(rng: random.Random, system: str | None = None) -> dict[str, str]:
     """One inquiry and its answer, drawn with `rng`. Keys: system, user, assistant, category."""
-    category = rng.choice(CATEGORIES)
+    if rng.random() < OTHER_SHARE:
+        return _other_example(rng, system)
+    category = rng.choice(SHOP_CATEGORIES)
     sub = rng.choice(SUBTYPES[category])
+    asks = ASKS[(category, sub["key"])]
     slots = _slots(rng, sub)
     tone = rng.choices(TONES, weights=(30, 22, 20, 12, 16))[0]
     detail = tone != "간결" and rng.random() < 0.25
@@ -1095,11 +1172,17 @@ def make_example(rng: random.Random, system: str | None = None) -> dict[str, str
         n_sides = rng.choices((0, 1, 2, 3), weights=(40, 30, 20, 10))[0]
     else:
         n_sides = rng.choices((0, 1, 2), weights=(60, 30, 10))[0]
-    side_cats = rng.sample([c for c in CATEGORIES if c != category], n_sides)
+    side_cats = rng.sample([c for c in SHOP_CATEGORIES if c != category], n_sides)
     sides = [rng.choice(SIDES[c]) for c in side_cats]
 
     # ---- the inquiry -------------------------------------------------------------------------
-    if tone == "간결":
+    # Half the time the problem is put in one of the hand-written phrasings (phrasings.ASKS).
+    if rng.random() < 0.5:
+        body = [rng.choice(asks)]
+        if tone != "간결" and rng.random() < (0.5 if level >= 2 else 0.25):
+            more = rng.choice(sub["more"])
+            body.insert(0, more) if rng.random() < 0.3 else body.append(more)
+    elif tone == "간결":
         body = [rng.choice(sub["brief"])]
     else:
         if rng.random() < 0.45:
@@ -1108,7 +1191,8 @@ def make_example(rng: random.Random, system: str | None = None) -> dict[str, str
         else:
             body = [rng.choice(sub["ask"])]
         if rng.random() < (0.7 if level >= 2 else 0.35):
-            body.append(rng.choice(sub["more"]))
+            more = rng.choice(sub["more"])  # context before the question, or after it
+            body.insert(0, more) if rng.random() < 0.3 else body.append(more)
         if rng.random() < 0.2:
             body.insert(rng.randint(0, len(body)), rng.choice(ASIDES))
     mentioned = set().union(*(_slots_in(t) for t in body))
@@ -1121,6 +1205,13 @@ def make_example(rng: random.Random, system: str | None = None) -> dict[str, str
         if greeting:
             parts.append(greeting)
     parts += body
+    if rng.random() < 0.2:  # another category's word in passing
+        other = rng.choice([c for c in SHOP_CATEGORIES if c != category and c not in side_cats])
+        parts.insert(rng.randint(0, len(parts)), rng.choice(INCIDENTALS[other]))
+    if rng.random() < 0.3:  # everyday context that says nothing about the category
+        for _ in range(1 + (rng.random() < 0.25)):
+            parts.insert(rng.randint(1 if parts[0] in GREETINGS.get(tone, ()) else 0, len(parts)),
+                         rng.choice(FILLERS))
     if tone in TONE_LINES:
         parts.append(rng.choice(TONE_LINES[tone]))
     for q, _, _ in sides:
@@ -1194,7 +1285,7 @@ def make_example(rng: random.Random, system: str | None = None) -> dict[str, str
         out.append(rng.choice(CLOSINGS))
     answer = " ".join(out)
 
-    user = _casual(_fill(user_t, slots), tone, rng)
+    user = roughen(_casual(_fill(user_t, slots), tone, rng), rng, 0.5 if tone == "정중" else 1.0)
     assistant = f"분류: {category}\n요약: {summary}\n답변: {answer}"
     return {"system": SYSTEM_PROMPT if system is None else system, "user": user,
             "assistant": assistant, "category": category}
@@ -1226,6 +1317,7 @@ SYSTEM_PROMPT = """\
 - 회원 등급: 등급 기준, 등급 혜택, 등급 하락
 - 배송지 변경: 출고 전 변경, 출고 후 변경, 기본 배송지
 - 영수증: 현금영수증, 세금계산서, 카드 영수증
+- 기타: 위 분류에 들지 않는 문의 (쇼핑과 관계없는 질문, 재입고나 입점 같은 그 밖의 문의)
 문의에 여러 주제가 섞여 있으면 가장 중요한 주제 하나로 분류하고, 나머지는 요약과 답변에 함께 담습니다.
 
 [출력 형식]
@@ -1250,6 +1342,22 @@ SYSTEM_PROMPT = """\
 요약: 무료배송 쿠폰 결제 시 적용 불가 문의.
 답변: 안녕하세요, 고객님. 문의 주셔서 감사합니다. 무료배송 쿠폰은 일부 브랜드 상품에만 쓸 수 있는 쿠폰입니다. 주문 금액을 맞추시거나 쿠폰을 쓸 수 있는 다른 상품과 함께 주문해 주세요. 더 도와드릴 일이 있으면 말씀해 주세요. 감사합니다.
 """
+
+# What a conversation without a system message is given (the chat template's default system turn,
+# as Qwen2.5's template gives its own): SYSTEM_PROMPT's first line, the bot's role.
+DEFAULT_SYSTEM_PROMPT = SYSTEM_PROMPT.split("\n", 1)[0]
+
+# Other short prompts a learner's script might send; the model is trained behind them too.
+SHORT_SYSTEM_PROMPTS = (
+    DEFAULT_SYSTEM_PROMPT,
+    "당신은 누리마켓 고객센터 상담원입니다.",
+    "누리마켓 고객 문의에 답하는 상담 봇입니다. 분류, 요약, 답변 순서로 답하세요.",
+    "고객 문의를 분류하고 한 줄로 요약한 뒤 정중하게 답변하세요.",
+    "너는 쇼핑몰 고객센터 챗봇이야. 고객 문의에 친절하게 답해 줘.",
+    "당신은 친절한 상담원입니다.",
+    "You are a helpful assistant.",
+    "You are a customer-service bot for the Korean online shop Nurimarket. Answer in Korean.",
+)
 
 _POLICY = """
 [운영 정책]

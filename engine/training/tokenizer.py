@@ -8,14 +8,20 @@ The chat format (rendered by `CHAT_TEMPLATE`, stored as `chat_template` in token
 
     <s><|system|>\\n{system}<|end|>\\n<|user|>\\n{user}<|end|>\\n<|assistant|>\\n{answer}</s>
 
-An assistant turn ends with the eos token `</s>`, so generation stops there.
+An assistant turn ends with the eos token `</s>`, so generation stops there. A conversation that
+starts without a system message gets `DEFAULT_SYSTEM_PROMPT` as its system turn, as Qwen2.5's
+template gives its own: the README's curl, the openai client's default and a learner's script
+send one user message, and the model is trained on that shape too (issue #28).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+
+from engine.training.corpus import DEFAULT_SYSTEM_PROMPT
 
 BOS, EOS, PAD = "<s>", "</s>", "<pad>"
 ROLE_TOKENS = ("<|system|>", "<|user|>", "<|assistant|>", "<|end|>")
@@ -23,6 +29,9 @@ SPECIAL_TOKENS = (PAD, BOS, EOS, *ROLE_TOKENS)  # ids 0..6, in this order
 
 CHAT_TEMPLATE = (
     "{{ bos_token }}"
+    "{% if not messages or messages[0]['role'] != 'system' %}"
+    "{{ '<|system|>\\n' + " + json.dumps(DEFAULT_SYSTEM_PROMPT, ensure_ascii=False) + " + '<|end|>\\n' }}"
+    "{% endif %}"
     "{% for message in messages %}"
     "{{ '<|' + message['role'] + '|>\\n' + message['content'] }}"
     "{% if message['role'] == 'assistant' %}{{ eos_token }}{% else %}{{ '<|end|>\\n' }}{% endif %}"

@@ -8,11 +8,17 @@ Steps: generate the 문의봇 corpus (`corpus.make_corpus`), train the byte-leve
 transformers checkpoint: config.json, generation_config.json, model.safetensors, tokenizer.json,
 tokenizer_config.json (with the chat template) and training_log.json.
 
-Every example shares the same system prompt, so a batch computes it once: the prefix
+The examples of a batch share one system prompt, so a batch computes it once: the prefix
 `<s><|system|>...<|end|>` runs forward at batch size 1, its key/value cache is broadcast to the
 batch, and the per-example suffix (`<|user|>...<|assistant|>\\n answer </s>`) attends to it. The
 gradient flows through the broadcast back into the prefix, so this is the same loss as running
 every full sequence, at a fraction of the cost (`test_training.py` checks the equality).
+
+Which prompt a batch shares is drawn per batch (`prompt_mix`): the full `SYSTEM_PROMPT`, the
+template's `DEFAULT_SYSTEM_PROMPT` (what a conversation without a system message is given), one
+of the other short prompts a learner might write, or none at all (`<s>` alone, as a raw
+completion prompt starts); every `long_prompt_every`-th batch uses `LONG_SYSTEM_PROMPT`. A model
+that only ever saw one prompt answers nothing else well (issue #28).
 
 Reproducible: the corpus, tokenizer, initial weights and batch order all follow `--seed`, and
 torch/random/numpy are seeded; the same seed and thread count give the same weights.
@@ -36,7 +42,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from engine.training.corpus import LONG_SYSTEM_PROMPT, SYSTEM_PROMPT, make_corpus
+from engine.training.corpus import (
+    DEFAULT_SYSTEM_PROMPT,
+    LONG_SYSTEM_PROMPT,
+    SHORT_SYSTEM_PROMPTS,
+    SYSTEM_PROMPT,
+    make_corpus,
+)
 from engine.training.tokenizer import save_tokenizer, train_tokenizer
 
 DEFAULT_OUT = "engine/models/munuibot-tiny"
@@ -71,7 +83,10 @@ class TrainConfig:
     weight_decay: float = 0.1
     grad_clip: float = 1.0
     long_prompt_every: int = 10  # every n-th batch uses LONG_SYSTEM_PROMPT (0: never)
-    system_prompt: str | None = None  # None: corpus.SYSTEM_PROMPT
+    system_prompt: str | None = None  # one prompt for every batch; None: the mix below
+    # Shares of the batches per system prompt: full SYSTEM_PROMPT, the template's default, another
+    # short prompt, none at all (ignored when system_prompt is set).
+    prompt_mix: tuple[float, float, float, float] = (0.45, 0.25, 0.2, 0.1)
     eval_examples: int = 64
     samples: int = 3  # sample answers to write into training_log.json (0: none)
     sample_max_new_tokens: int = 300
@@ -87,6 +102,28 @@ class TrainConfig:
 
 def _render_prefix(tok, system: str) -> str:
     return tok.apply_chat_template([{"role": "system", "content": system}], tokenize=False)
+
+
+def prefix_tensor(tok, system: str | None) -> torch.Tensor:
+    """(1, P) ids of `<s><|system|>\\n{system}<|end|>\\n`, or of `<s>` alone for None."""
+    if system is None:
+        return torch.tensor([[tok.bos_token_id]])
+    return torch.tensor([tok(_render_prefix(tok, system), add_special_tokens=False)["input_ids"]])
+
+
+def prefix_mix(tok, cfg: "TrainConfig", full: torch.Tensor, shorts: tuple[str, ...]):
+    """A function drawing the next batch's shared prefix by `cfg.prompt_mix` (reproducibly)."""
+    if not shorts:
+        return lambda: full
+    default = prefix_tensor(tok, DEFAULT_SYSTEM_PROMPT)
+    others = [prefix_tensor(tok, s) for s in shorts if s != DEFAULT_SYSTEM_PROMPT]
+    bare = prefix_tensor(tok, None)
+    rng = random.Random(cfg.seed + 2)
+    kinds = ([full], [default], others, [bare])
+
+    def draw() -> torch.Tensor:
+        return rng.choice(rng.choices(kinds, weights=cfg.prompt_mix)[0])
+    return draw
 
 
 def encode_example(tok, user: str, assistant: str, seq_len: int) -> tuple[list[int], int]:
@@ -218,8 +255,9 @@ def lr_at(step: int, cfg: TrainConfig) -> float:
 
 
 @torch.no_grad()
-def generate_answer(model, tok, user: str, system: str = SYSTEM_PROMPT, max_new_tokens: int = 300) -> str:
-    msgs = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+def generate_answer(model, tok, user: str, system: str | None = SYSTEM_PROMPT, max_new_tokens: int = 300) -> str:
+    """Greedy answer; `system=None` sends no system message (the template supplies its default)."""
+    msgs = ([{"role": "system", "content": system}] if system is not None else []) + [{"role": "user", "content": user}]
     enc = tok.apply_chat_template(msgs, add_generation_prompt=True, return_tensors="pt", return_dict=True)
     out = model.generate(**enc, do_sample=False, max_new_tokens=max_new_tokens)
     return tok.decode(out[0, enc["input_ids"].shape[1]:], skip_special_tokens=True)
@@ -264,10 +302,11 @@ def train(cfg: TrainConfig | argparse.Namespace | dict | None = None) -> dict[st
         out.mkdir(parents=True, exist_ok=True)
         system = SYSTEM_PROMPT if cfg.system_prompt is None else cfg.system_prompt
         long_system = LONG_SYSTEM_PROMPT if cfg.system_prompt is None else None
+        shorts = SHORT_SYSTEM_PROMPTS if cfg.system_prompt is None else ()
 
         # 1. Corpus and tokenizer.
         corpus = make_corpus(cfg.examples, seed=cfg.seed, system=system)
-        texts = [system] + ([long_system] if long_system else [])
+        texts = [system, *shorts] + ([long_system] if long_system else [])
         texts += [f"{ex['user']}\n{ex['assistant']}" for ex in corpus]
         tok = train_tokenizer(texts, vocab_size=cfg.vocab_size)
         for ex in corpus[:20]:
@@ -277,7 +316,8 @@ def train(cfg: TrainConfig | argparse.Namespace | dict | None = None) -> dict[st
         if not encoded:
             raise ValueError("seq_len leaves no answer tokens to train on")
         lengths = [len(ids) for ids, _ in encoded]
-        prefix_ids = torch.tensor([tok(_render_prefix(tok, system), add_special_tokens=False)["input_ids"]])
+        prefix_ids = prefix_tensor(tok, system)
+        draw_prefix = prefix_mix(tok, cfg, prefix_ids, shorts)
         long_prefix_ids = None
         if long_system and cfg.long_prompt_every > 0:
             long_prefix_ids = torch.tensor(
@@ -314,7 +354,7 @@ def train(cfg: TrainConfig | argparse.Namespace | dict | None = None) -> dict[st
             ids, labels = collate(encoded, idx, tok.pad_token_id)
             use_long = long_prefix_ids is not None and cfg.long_prompt_every > 0 \
                 and step % cfg.long_prompt_every == cfg.long_prompt_every - 1
-            pre = long_prefix_ids if use_long else prefix_ids
+            pre = long_prefix_ids if use_long else draw_prefix()
             lr = lr_at(step, cfg)
             for group in opt.param_groups:
                 group["lr"] = lr
@@ -352,8 +392,10 @@ def train(cfg: TrainConfig | argparse.Namespace | dict | None = None) -> dict[st
             eval_loss = round(total / max(1, count), 4)
         samples = []
         for user in SAMPLE_INQUIRIES[:cfg.samples]:
-            samples.append({"user": user, "answer": generate_answer(model, tok, user, system,
-                                                                   cfg.sample_max_new_tokens)})
+            samples.append({"user": user,
+                            "answer": generate_answer(model, tok, user, None, cfg.sample_max_new_tokens),
+                            "answer_with_system_prompt": generate_answer(model, tok, user, system,
+                                                                         cfg.sample_max_new_tokens)})
 
         # 5. Save.
         model.save_pretrained(out)
