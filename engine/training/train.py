@@ -87,6 +87,7 @@ class TrainConfig:
     # Shares of the batches per system prompt: full SYSTEM_PROMPT, the template's default, another
     # short prompt, none at all (ignored when system_prompt is set).
     prompt_mix: tuple[float, float, float, float] = (0.45, 0.25, 0.2, 0.1)
+    category_weight: float = 10.0  # loss weight of the `분류: …` line's tokens (1: unweighted)
     eval_examples: int = 64
     samples: int = 3  # sample answers to write into training_log.json (0: none)
     sample_max_new_tokens: int = 300
@@ -210,10 +211,13 @@ def build_model(cfg: TrainConfig, tok):
     return model
 
 
-def prefix_loss(model, prefix_ids: torch.Tensor, ids: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Mean next-token loss on the labelled suffix tokens, the shared prefix computed once.
+def token_losses(model, prefix_ids: torch.Tensor, ids: torch.Tensor, labels: torch.Tensor,
+                 weights: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Next-token losses of the labelled suffix tokens (flat) and their weights, the shared prefix
+    computed once.
 
-    prefix_ids: (1, P); ids, labels: (B, S), right-padded, labels -100 where not trained.
+    prefix_ids: (1, P); ids, labels: (B, S), right-padded, labels -100 where not trained;
+    weights: (B, S) aligned with labels, or None for 1 everywhere.
     """
     from transformers.cache_utils import DynamicCache
 
@@ -232,10 +236,19 @@ def prefix_loss(model, prefix_ids: torch.Tensor, ids: torch.Tensor, labels: torc
     targets = labels[:, 1:]
     keep = targets != -100
     logits = model.lm_head(hidden[:, :-1][keep])
-    return F.cross_entropy(logits.float(), targets[keep])
+    ce = F.cross_entropy(logits.float(), targets[keep], reduction="none")
+    return ce, (torch.ones_like(ce) if weights is None else weights[:, 1:][keep])
 
 
-def full_loss(model, prefix_ids: torch.Tensor, ids: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+def prefix_loss(model, prefix_ids: torch.Tensor, ids: torch.Tensor, labels: torch.Tensor,
+                weights: torch.Tensor | None = None) -> torch.Tensor:
+    """The (weighted) mean of `token_losses`."""
+    ce, w = token_losses(model, prefix_ids, ids, labels, weights)
+    return (ce * w).sum() / w.sum()
+
+
+def full_loss(model, prefix_ids: torch.Tensor, ids: torch.Tensor, labels: torch.Tensor,
+              weights: torch.Tensor | None = None) -> torch.Tensor:
     """The same loss as `prefix_loss`, computed the plain way (each row = prefix + suffix)."""
     batch = ids.shape[0]
     seq = torch.cat([prefix_ids.expand(batch, -1), ids], dim=1)
@@ -243,7 +256,31 @@ def full_loss(model, prefix_ids: torch.Tensor, ids: torch.Tensor, labels: torch.
     logits = model(input_ids=seq).logits[:, :-1]
     targets = lab[:, 1:]
     keep = targets != -100
-    return F.cross_entropy(logits[keep].float(), targets[keep])
+    ce = F.cross_entropy(logits[keep].float(), targets[keep], reduction="none")
+    if weights is None:
+        return ce.mean()
+    w = torch.cat([torch.ones_like(prefix_ids.expand(batch, -1), dtype=weights.dtype), weights], dim=1)[:, 1:][keep]
+    return (ce * w).sum() / w.sum()
+
+
+def category_weights(encoded: list[tuple[list[int], int]], idx: list[int], cat_lens: list[int],
+                     weight: float) -> torch.Tensor:
+    """(B, S) weights aligned with `collate`'s labels: `weight` on the tokens of each answer's
+    `분류: …` line, 1 elsewhere. The category is a handful of an answer's ~90 tokens; unweighted,
+    the model learns the answer's wording long before it learns which category an unfamiliar
+    inquiry belongs to (issue #28)."""
+    width = max(len(encoded[i][0]) for i in idx)
+    w = torch.ones((len(idx), width))
+    for row, i in enumerate(idx):
+        start = encoded[i][1]
+        w[row, start:start + cat_lens[i]] = weight
+    return w
+
+
+def category_tokens(tok, assistant: str) -> int:
+    """How many of the answer's tokens spell its first line, `분류: …` and its newline."""
+    first = assistant.split("\n", 1)[0] + "\n"
+    return len(tok(first, add_special_tokens=False)["input_ids"])
 
 
 def lr_at(step: int, cfg: TrainConfig) -> float:
@@ -311,10 +348,16 @@ def train(cfg: TrainConfig | argparse.Namespace | dict | None = None) -> dict[st
         tok = train_tokenizer(texts, vocab_size=cfg.vocab_size)
         for ex in corpus[:20]:
             _check_split(tok, system, ex, cfg.seq_len)
-        encoded = [encode_example(tok, ex["user"], ex["assistant"], cfg.seq_len) for ex in corpus]
-        encoded = [e for e in encoded if e[1] < len(e[0])]  # drop any whose answer was cut off entirely
-        if not encoded:
+            ids, start = encode_example(tok, ex["user"], ex["assistant"], 10**9)
+            first = tok(ex["assistant"].split("\n", 1)[0] + "\n", add_special_tokens=False)["input_ids"]
+            if ids[start:start + len(first)] != first:
+                raise AssertionError("the answer's 분류 line does not tokenize on its own")
+        kept = [(encode_example(tok, ex["user"], ex["assistant"], cfg.seq_len), category_tokens(tok, ex["assistant"]))
+                for ex in corpus]
+        kept = [(e, n) for e, n in kept if e[1] < len(e[0])]  # drop any whose answer was cut off entirely
+        if not kept:
             raise ValueError("seq_len leaves no answer tokens to train on")
+        encoded, cat_lens = [e for e, _ in kept], [n for _, n in kept]
         lengths = [len(ids) for ids, _ in encoded]
         prefix_ids = prefix_tensor(tok, system)
         draw_prefix = prefix_mix(tok, cfg, prefix_ids, shorts)
@@ -358,12 +401,14 @@ def train(cfg: TrainConfig | argparse.Namespace | dict | None = None) -> dict[st
             lr = lr_at(step, cfg)
             for group in opt.param_groups:
                 group["lr"] = lr
-            loss = prefix_loss(model, pre, ids, labels)
+            ce, w = token_losses(model, pre, ids, labels,
+                                 category_weights(encoded, idx, cat_lens, cfg.category_weight))
+            loss = (ce * w).sum() / w.sum()
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
             opt.step()
-            value = float(loss.detach())
+            value = float(ce.detach().mean())  # the plain mean, comparable across weightings
             if not math.isfinite(value):
                 raise FloatingPointError(f"loss became {value} at step {step}")
             losses.append(value)
@@ -454,6 +499,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--intermediate-size", type=int, default=d.intermediate_size, help="default: %(default)s")
     p.add_argument("--lr", type=float, default=d.lr, help="peak learning rate (default: %(default)s)")
     p.add_argument("--warmup-steps", type=int, default=d.warmup_steps, help="default: %(default)s")
+    p.add_argument("--category-weight", type=float, default=d.category_weight,
+                   help="loss weight of the answer's 분류 line, 1 = none (default: %(default)s)")
     p.add_argument("--long-prompt-every", type=int, default=d.long_prompt_every,
                    help="every n-th batch uses LONG_SYSTEM_PROMPT, 0 = never (default: %(default)s)")
     p.add_argument("--samples", type=int, default=d.samples, help="sample answers to log (default: %(default)s)")

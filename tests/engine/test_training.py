@@ -143,3 +143,27 @@ def test_same_seed_same_weights(tmp_path):
     b = load_file(tmp_path / "b" / "model.safetensors")
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     assert (tmp_path / "a" / "tokenizer.json").read_bytes() == (tmp_path / "b" / "tokenizer.json").read_bytes()
+
+
+def test_the_category_line_weighs_more_and_weighted_losses_still_agree():
+    """category_weights marks exactly the `분류: …` line's tokens; the shared-prefix loss and
+    the plain one agree under weights too, and a weight of 1 is the unweighted mean."""
+    corpus = make_corpus(12, seed=3)
+    tok = train_tokenizer([SHORT_SYSTEM] + [f"{e['user']}\n{e['assistant']}" for e in corpus], vocab_size=400)
+    enc = [T.encode_example(tok, e["user"], e["assistant"], 400) for e in corpus[:3]]
+    cats = [T.category_tokens(tok, e["assistant"]) for e in corpus[:3]]
+    ids, labels = T.collate(enc, [0, 1, 2], tok.pad_token_id)
+    w = T.category_weights(enc, [0, 1, 2], cats, 7.0)
+    for row, ((seq, start), n) in enumerate(zip(enc, cats)):
+        assert (w[row] == 7.0).sum() == n
+        assert tok.decode(seq[start:start + n]).startswith("분류: ")
+        assert "\n" in tok.decode(seq[start:start + n]) and "요약" not in tok.decode(seq[start:start + n])
+    prefix = torch.tensor([tok(T._render_prefix(tok, SHORT_SYSTEM), add_special_tokens=False)["input_ids"]])
+    torch.manual_seed(0)
+    model = T.build_model(T.TrainConfig(hidden_size=32, num_layers=2, num_heads=4, num_kv_heads=2,
+                                        intermediate_size=64), tok)
+    weighted = T.prefix_loss(model, prefix, ids, labels, w)
+    assert torch.allclose(weighted, T.full_loss(model, prefix, ids, labels, w), atol=1e-5)
+    assert not torch.allclose(weighted, T.prefix_loss(model, prefix, ids, labels), atol=1e-4)
+    ones = T.category_weights(enc, [0, 1, 2], cats, 1.0)
+    assert torch.allclose(T.prefix_loss(model, prefix, ids, labels, ones), T.prefix_loss(model, prefix, ids, labels))
