@@ -29,6 +29,16 @@ QUESTION = ("지난주 화요일에 주문한 러닝화(주문번호 20261124-04
             "받을 수 있을까요? 늦어진다면 배송지를 회사로 바꾸는 것도 가능한지 알려 주세요.")
 SHORT_QUESTION = "이 지침에 따르면 환불은 며칠 안에 처리되나요?"
 
+
+def shared_prefix_messages(tag: str, stamp: str = "") -> list[dict]:
+    """Experiment 3's request: the long system prompt (after the time, when stamped) and a short question."""
+    return [{"role": "system", "content": stamp + tag + LONG_SYSTEM_PROMPT}, {"role": "user", "content": SHORT_QUESTION}]
+
+
+def longest_messages() -> list[dict]:
+    """Experiment 3's longest request, as the pool must hold it whole (services.min_num_blocks)."""
+    return shared_prefix_messages("[세션 99999999]\n", "현재 시각: 2099-12-31 23:59:59\n")
+
 # What each series is called in vLLM's /metrics, current name first, then older aliases
 # (V0 and early V1 said gpu_cache_usage_perc and gpu_prefix_cache_*).
 METRIC_NAMES = {
@@ -260,7 +270,7 @@ class Lab:
         tag = f"[세션 {time.time_ns() % 10**8:08d}]\n"
         same, stamped, last_second = [], [], None
         for i in range(2):
-            messages = [{"role": "system", "content": tag + LONG_SYSTEM_PROMPT}, {"role": "user", "content": SHORT_QUESTION}]
+            messages = shared_prefix_messages(tag)
             same.append(await self._ask(api, f"same-{i + 1}", messages, t0))
             self._advance(f"실험 3: 같은 시스템 프롬프트 {i + 1}/2")
         for i in range(2):
@@ -268,7 +278,7 @@ class Lab:
                 await asyncio.sleep(0.05)
             last_second = now.replace(microsecond=0)
             stamp = f"현재 시각: {last_second:%Y-%m-%d %H:%M:%S}\n"
-            messages = [{"role": "system", "content": stamp + tag + LONG_SYSTEM_PROMPT}, {"role": "user", "content": SHORT_QUESTION}]
+            messages = shared_prefix_messages(tag, stamp)
             stamped.append(await self._ask(api, f"time-{i + 1}", messages, t0))
             self._advance(f"실험 3: 맨 앞에 현재 시각 {i + 1}/2")
         for kind, pair in (("same", same), ("time", stamped)):

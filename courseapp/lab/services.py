@@ -3,6 +3,7 @@ record its progress and its end. The run itself is courseapp/lab/runner.py."""
 import math
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import lru_cache
 
 from django.conf import settings
 from django.db import transaction
@@ -13,12 +14,25 @@ from courseapp.demo import limits
 from courseapp.lab.models import LabRun
 
 BLOCK_SIZE = 16
-LONGEST_PROMPT_TOKENS = 1600  # experiment 3's prompt (≈1,565 tokens with the time at its front), rounded up
+# Digits of the run's tag and clock may split into more tokens than the ones counted.
+PROMPT_MARGIN_TOKENS = BLOCK_SIZE
+
+
+@lru_cache(maxsize=4)
+def longest_prompt_tokens(model_dir: str) -> int:
+    """Experiment 3's longest prompt (≈1,500 tokens), counted with this model's own tokenizer and
+    chat template: a new model or a longer system prompt changes it."""
+    from courseapp.lab.experiments import longest_messages
+    from engine.chat_prompt import chat_prompt_ids
+
+    return len(chat_prompt_ids(model_dir, longest_messages())) + PROMPT_MARGIN_TOKENS
 
 
 def min_num_blocks() -> int:
     """The smallest pool that holds experiment 3's longest request whole."""
-    return math.ceil((LONGEST_PROMPT_TOKENS + settings.LAB_MAX_TOKENS) / BLOCK_SIZE)
+    from engine.config import EngineConfig
+
+    return math.ceil((longest_prompt_tokens(EngineConfig().model) + settings.LAB_MAX_TOKENS) / BLOCK_SIZE)
 
 
 # name → (kind, default, low, high): the engine's knobs a learner may change, and two lab options.
