@@ -1,4 +1,5 @@
-"""How many tokens a chat prompt takes, without torch.
+"""The served model's tokenizer without torch: how many tokens a chat prompt takes, and the
+encode/decode that scaled mode's web process answers /tokenize and /detokenize with.
 
 The web process checks a learner's knobs before a run starts ("the pool must hold the smallest
 prompt"), and `transformers` imports torch (seconds and ~300 MB) the moment its tokenizer is
@@ -27,3 +28,15 @@ def chat_prompt_ids(model_dir, messages: list[dict], add_generation_prompt: bool
     text = template.render(messages=messages, add_generation_prompt=add_generation_prompt,
                            bos_token=config.get("bos_token", ""), eos_token=config.get("eos_token", ""))
     return tokenizer.encode(text, add_special_tokens=False).ids
+
+
+def encode(model_dir, text: str, add_special_tokens: bool = True) -> list[int]:
+    return _load(str(model_dir))[1].encode(text, add_special_tokens=add_special_tokens).ids
+
+
+def decode(model_dir, ids: list[int], skip_special_tokens: bool = False) -> str:
+    return _load(str(model_dir))[1].decode(ids, skip_special_tokens=skip_special_tokens)
+
+
+def vocab_size(model_dir) -> int:
+    return _load(str(model_dir))[1].get_vocab_size(with_added_tokens=True)

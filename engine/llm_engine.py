@@ -9,6 +9,7 @@ from engine.block_pool import BlockPool
 from engine.config import ConfigError, EngineConfig
 from engine.events import BlockState, ScheduledItem, StepEvent
 from engine.kv_cache import KVCache
+from engine.logits_processors import logprobs_of, process
 from engine.metrics import EngineMetrics, MetricsSnapshot
 from engine.model_runner import LoadedModel, ModelRunner, compiled, decode_kernel, load_model
 from engine.outputs import RequestOutput
@@ -87,17 +88,24 @@ class LLMEngine:
         if request_id in self.requests and not self.requests[request_id].status.finished:
             raise RequestError(f"request id {request_id!r} is already in use")
         req = Request(request_id, token_ids, params, prompt=text)
+        if params.prompt_logprobs is not None:
+            req.prompt_logprobs.append(None)  # nothing comes before the first token to score it
         if params.seed is not None:
             req.generator = torch.Generator(device=self.loaded.device).manual_seed(params.seed)
         self.requests[request_id] = req
         self.scheduler.add(req)
         return request_id
 
-    def encode_chat(self, messages: list[dict]) -> list[int]:
+    @property
+    def vocab_size(self) -> int:
+        """Token ids run from 0 to this − 1 (the LM head's rows)."""
+        return self.loaded.model.get_output_embeddings().weight.shape[0]
+
+    def encode_chat(self, messages: list[dict], add_generation_prompt: bool = True) -> list[int]:
         """Token ids for a chat, through the model's own chat template, ready for the answer."""
         if self.tokenizer is None or not getattr(self.tokenizer, "chat_template", None):
             raise RequestError("this model has no chat template: send a plain prompt")
-        ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+        ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=add_generation_prompt, tokenize=True)
         return list(ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids)
 
     def abort_request(self, request_id: str) -> bool:
@@ -113,15 +121,26 @@ class LLMEngine:
         return self.scheduler.has_unfinished()
 
     def output(self, request_id: str) -> RequestOutput:
+        """The request so far. Its text only ever grows, so a stream can send the difference: an
+        unfinished request's text leaves out what may still turn out to be a stop string."""
         req = self.requests[request_id]
         self._detokenize(req)
-        return RequestOutput.of(req)
+        text = req.text
+        if req.params.stop and not req.status.finished:
+            text = text[: len(text) - _stop_prefix_len(text, req.params.stop)]
+        return RequestOutput.of(req, text)
 
     def _detokenize(self, req: Request) -> None:
         """Text is decoded when someone reads it (or a stop string needs it), not every step."""
         if self.tokenizer is None or isinstance(req.stop_reason, str):
             return  # no tokenizer, or a stop string already cut the text
-        req.text = self.tokenizer.decode(req.output_token_ids, skip_special_tokens=True)
+        req.text = self._decode(req.output_token_ids)
+
+    def _decode(self, token_ids: list[int]) -> str:
+        # A character whose bytes span two tokens decodes as U+FFFD until its last byte arrives:
+        # it is left out until then (and for good if the answer ends there), as vLLM's
+        # incremental detokenizer does, so the text never takes back what a stream has sent.
+        return self.tokenizer.decode(token_ids, skip_special_tokens=True).rstrip("\ufffd")
 
     # --- the step ------------------------------------------------------------------------------
     def step(self, picture: bool = True) -> StepEvent:
@@ -137,12 +156,34 @@ class LLMEngine:
                                 f"{len(s.waiting)} waiting, {len(s.swapped)} swapped, {self.pool.num_free_blocks} free blocks")
         sampled: dict[str, int] = {}
         if batch:
-            reqs, logits = self.runner.execute(batch)
-            tokens = sample(logits, [r.params for r in reqs], [r.generator for r in reqs])
+            reqs, logits, prompt_spans = self.runner.execute(batch)
+            if prompt_spans:
+                self._score_prompts(prompt_spans, logits[len(reqs):])
+                logits = logits[: len(reqs)]
+            processed = process(logits, reqs, self.loaded.eos_token_ids)
+            tokens = sample(processed, [r.params for r in reqs], [r.generator for r in reqs])
             sampled = {r.request_id: t for r, t in zip(reqs, tokens)}
+            self._record_logprobs(reqs, logits, tokens)
         finished = self._postprocess(batch, sampled)
         self.step_count += 1
         return self._event(sched, batch, sampled, finished, began, picture)
+
+    def _record_logprobs(self, reqs: list[Request], raw: torch.Tensor, tokens: list[int]) -> None:
+        """Each asking request's sampled token under the raw model (vLLM V1's default
+        `logprobs_mode`: before penalties, temperature and top-k/top-p)."""
+        rows = [i for i, r in enumerate(reqs) if r.params.logprobs is not None]
+        for k in {reqs[i].params.logprobs for i in rows}:
+            same = [i for i in rows if reqs[i].params.logprobs == k]
+            for i, entry in zip(same, logprobs_of(raw[same], [tokens[i] for i in same], k)):
+                reqs[i].logprobs.append(entry)
+
+    def _score_prompts(self, spans: list, logits: torch.Tensor) -> None:
+        """Prompt logprobs: the logits at position p score prompt token p + 1."""
+        at = 0
+        for req, first, count in spans:
+            scored = req.prompt_token_ids[first + 1: first + 1 + count]
+            req.prompt_logprobs += logprobs_of(logits[at: at + count], scored, req.params.prompt_logprobs)
+            at += count
 
     def _postprocess(self, batch, sampled) -> list[tuple[Request, list[int]]]:
         now = time.monotonic()
@@ -174,9 +215,13 @@ class LLMEngine:
         if token in p.stop_token_ids:
             req.stop_reason = token
             return Status.FINISHED_STOPPED
-        if p.stop and self.tokenizer is not None:
-            req.text = self.tokenizer.decode(req.output_token_ids, skip_special_tokens=True)
-        for stop in p.stop:
+        if len(req.output_token_ids) <= p.min_tokens:
+            stops = ()  # as vLLM: no stop string ends an answer shorter than min_tokens
+        else:
+            stops = p.stop
+        if stops and self.tokenizer is not None:
+            req.text = self._decode(req.output_token_ids)
+        for stop in stops:
             at = req.text.find(stop)
             if at >= 0:
                 req.text = req.text[:at]
@@ -281,3 +326,14 @@ class LLMEngine:
         while any(not self.requests[i].status.finished for i in ids):
             self.step()
         return [self.output(i) for i in ids]
+
+
+def _stop_prefix_len(text: str, stops: list[str]) -> int:
+    """How many of the text's last characters could begin a stop string (held back from a stream)."""
+    held = 0
+    for stop in stops:
+        for k in range(min(len(stop) - 1, len(text)), held, -1):
+            if text.endswith(stop[:k]):
+                held = k
+                break
+    return held

@@ -202,25 +202,29 @@ class ModelRunner:
         self._head_rows = torch.arange(2 * kv.shape.num_kv_heads, device=self.device)[:, None] * kv.num_blocks
 
     @torch.inference_mode()
-    def execute(self, batch: list[tuple[Request, int]]) -> tuple[list[Request], torch.Tensor]:
-        """Run one step. Returns the requests that reached their last token and their logits [R, V]."""
-        meta, ids, positions, sample_reqs, sample_rows = self.prepare(batch)
+    def execute(self, batch: list[tuple[Request, int]]) -> tuple[list[Request], torch.Tensor, list]:
+        """Run one step. Returns the requests that reached their last token, the logits [R + P, V]
+        of their last tokens and then of the prompt positions asked for, and those asks:
+        (request, first position, count), in order after the R sampled rows."""
+        meta, ids, positions, sample_reqs, rows, prompt_spans = self.prepare(batch)
         if self.loaded.fused is not None:
-            return sample_reqs, self.loaded.fused(ids, positions, meta, sample_rows)
+            return sample_reqs, self.loaded.fused(ids, positions, meta, rows), prompt_spans
         out = self.loaded.model(
-            input_ids=ids[None], position_ids=positions[None], paged_step=meta, logits_to_keep=sample_rows,
+            input_ids=ids[None], position_ids=positions[None], paged_step=meta, logits_to_keep=rows,
             use_cache=False,
         )
-        return sample_reqs, out.logits[0]
+        return sample_reqs, out.logits[0], prompt_spans
 
     def prepare(self, batch: list[tuple[Request, int]]):
-        """(StepMetadata, token ids [T], positions [T], requests to sample, their rows in the step)."""
+        """(StepMetadata, token ids [T], positions [T], requests to sample, the rows whose logits
+        are kept: theirs, then the prompt positions whose logprobs are asked for, those asks)."""
         bs = self.block_size
         ids: list[int] = []
         positions: list[int] = []
         slots: list[int] = []
         spans = []  # (first token in the step, new tokens, context length, block table)
         sample_reqs, sample_idx = [], []
+        prompt_spans, prompt_idx = [], []
         for req, n in batch:
             start, t = req.num_computed_tokens, len(ids)
             end = start + n
@@ -234,6 +238,13 @@ class ModelRunner:
             if end == req.num_tokens:  # caught up: this step's last logits give the next token
                 sample_reqs.append(req)
                 sample_idx.append(t + n - 1)
+            if req.prompt_logprobs_pending:  # position p's logits score prompt token p + 1
+                first = max(start, len(req.prompt_logprobs) - 1)
+                last = min(end, req.num_prompt_tokens - 1)
+                if last > first:
+                    prompt_spans.append((req, first, last - first))
+                    prompt_idx += range(t + first - start, t + last - start)
+        sample_idx += prompt_idx
 
         buf = ids + positions + slots + sample_idx
         decodes = [i for i, s in enumerate(spans) if s[1] == 1]
@@ -283,4 +294,4 @@ class ModelRunner:
                 blocks=(self._head_rows + blocks).reshape(-1), table=blocks.view(rows, nb), out_idx=out_idx,
                 keep=keep if q_len > 1 else None,
             ))
-        return meta, ids_t, pos_t, sample_reqs, sample_t
+        return meta, ids_t, pos_t, sample_reqs, sample_t, prompt_spans

@@ -30,16 +30,18 @@ class RequestOutput:
     finish_reason: str | None
     stop_reason: str | int | None
     metrics: RequestMetrics
+    logprobs: list | None = None  # logits_processors.TokenLogprob per token, when asked (SamplingParams.logprobs)
+    prompt_logprobs: list | None = None  # [None, TokenLogprob…] over the prompt, when asked
 
     @classmethod
-    def of(cls, req: Request) -> "RequestOutput":
+    def of(cls, req: Request, text: str | None = None) -> "RequestOutput":
         gaps = [b - a for a, b in zip(req.token_times, req.token_times[1:])]
         return cls(
             request_id=req.request_id,
             prompt=req.prompt,
             prompt_token_ids=req.prompt_token_ids,  # the prompt never changes: shared, not copied per token
             token_ids=list(req.output_token_ids),
-            text=req.text,
+            text=req.text if text is None else text,
             finished=req.status.finished,
             finish_reason=FINISH_REASONS.get(req.status),
             stop_reason=req.stop_reason,
@@ -54,4 +56,6 @@ class RequestOutput:
                 num_cached_tokens=req.num_cached_tokens,
                 num_preemptions=req.num_preemptions,
             ),
+            logprobs=None if req.params.logprobs is None else list(req.logprobs),
+            prompt_logprobs=None if req.params.prompt_logprobs is None else list(req.prompt_logprobs),
         )

@@ -47,6 +47,14 @@ class Request:
     stop_reason: str | int | None = None
     generator: torch.Generator | None = None
     cpu_block_ids: list[int] = field(default_factory=list)  # where a swapped-out request's KV waits
+    logprobs: list = field(default_factory=list)  # a TokenLogprob per output token, when params.logprobs asks
+    prompt_logprobs: list = field(default_factory=list)  # [None, TokenLogprob per later prompt token] when asked
+
+    @property
+    def prompt_logprobs_pending(self) -> bool:
+        """Whether prompt logprobs are asked for and not all computed yet (a recompute after
+        preemption does not compute them again)."""
+        return self.params.prompt_logprobs is not None and len(self.prompt_logprobs) < self.num_prompt_tokens
 
     @property
     def all_token_ids(self) -> list[int]:

@@ -1,4 +1,10 @@
-"""Per-request sampling parameters and the batched sampler."""
+"""Per-request sampling parameters and the batched sampler.
+
+The order is vLLM V1's (vllm/v1/sample/sampler.py): the raw logits give the logprobs a request
+asks for; then logit_bias and min_tokens, then the repetition, frequency and presence penalties
+(engine/logits_processors.py); greedy takes the argmax of that; the others are divided by their
+temperature, cut by min_p, top-k and top-p, and drawn from.
+"""
 from dataclasses import dataclass, field, fields
 
 import torch
@@ -18,10 +24,33 @@ class SamplingParams:
     stop: list[str] = field(default_factory=list)
     stop_token_ids: list[int] = field(default_factory=list)
     ignore_eos: bool = False
+    min_p: float = 0.0  # drop tokens less likely than min_p × the likeliest one
+    presence_penalty: float = 0.0  # minus this for every token the answer already holds
+    frequency_penalty: float = 0.0  # minus this × how often the answer holds it
+    repetition_penalty: float = 1.0  # HF/CTRL's: a seen token's (prompt or answer) logit ÷ this if positive, × if not
+    min_tokens: int = 0  # EOS and stop_token_ids are masked, stop strings not checked, before this many
+    logit_bias: dict[int, float] | None = None  # token id → added to its logit
+    logprobs: int | None = None  # None: none; k: each generated token's logprob and the k likeliest
+    prompt_logprobs: int | None = None  # the same for each prompt token (the first has none)
 
     def __post_init__(self):
         if isinstance(self.stop, str):
             self.stop = [self.stop]
+        for name in ("presence_penalty", "frequency_penalty"):
+            if not -2.0 <= getattr(self, name) <= 2.0:
+                raise SamplingError(f"{name} must be in [-2, 2], got {getattr(self, name)}")
+        if not self.repetition_penalty > 0:
+            raise SamplingError(f"repetition_penalty must be > 0, got {self.repetition_penalty}")
+        if not 0.0 <= self.min_p <= 1.0:
+            raise SamplingError(f"min_p must be in [0, 1], got {self.min_p}")
+        if not isinstance(self.min_tokens, int) or self.min_tokens < 0:
+            raise SamplingError(f"min_tokens must be an integer ≥ 0, got {self.min_tokens!r}")
+        for name in ("logprobs", "prompt_logprobs"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or value < 0):
+                raise SamplingError(f"{name} must be an integer ≥ 0, got {value!r}")
+        if self.logit_bias:
+            self.logit_bias = {int(k): float(v) for k, v in self.logit_bias.items()}
         if not isinstance(self.max_tokens, int) or self.max_tokens <= 0:
             raise SamplingError(f"max_tokens must be a positive integer, got {self.max_tokens!r}")
         if self.temperature < 0:
@@ -44,6 +73,11 @@ class SamplingParams:
     def greedy(self) -> bool:
         return self.temperature == 0
 
+    @property
+    def penalised(self) -> bool:
+        """Whether the logits need the request's history (engine/logits_processors.py)."""
+        return bool(self.presence_penalty or self.frequency_penalty or self.repetition_penalty != 1.0)
+
 
 def sample(logits: torch.Tensor, params: list[SamplingParams], generators: list[torch.Generator | None]) -> list[int]:
     """One next token per row of logits [R, V], each row under its own request's parameters.
@@ -58,6 +92,10 @@ def sample(logits: torch.Tensor, params: list[SamplingParams], generators: list[
     chosen = [params[i] for i in rows]
     dev, vocab = logits.device, logits.shape[-1]
     x = logits[rows] / torch.tensor([p.temperature for p in chosen], device=dev)[:, None]
+    if any(p.min_p for p in chosen):  # relative to the likeliest token, after temperature (vLLM's MinPLogitsProcessor)
+        min_p = torch.tensor([p.min_p for p in chosen], device=dev)[:, None]
+        probs = torch.softmax(x, dim=-1)
+        x = x.masked_fill(probs < min_p * probs.max(dim=-1, keepdim=True).values, float("-inf"))
     if any(p.top_k for p in chosen):
         k = torch.tensor([min(p.top_k, vocab) if p.top_k else vocab for p in chosen], device=dev)
         kth = x.sort(dim=-1, descending=True).values.gather(1, (k - 1)[:, None])

@@ -207,7 +207,8 @@ class Scheduler:
         self._hash_prompt(req)
         # The last token is always recomputed: its logits give the next token.
         usable = (req.num_tokens - 1) // self.block_size
-        hits = self.pool.lookup(req.block_hashes[:usable])
+        # Prompt logprobs need every prompt position's logits: no cached blocks (as in vLLM).
+        hits = [] if req.prompt_logprobs_pending else self.pool.lookup(req.block_hashes[:usable])
         hit_tokens = len(hits) * self.block_size
         n = max(0, min(req.num_tokens - hit_tokens, budget))
         # Static batching admits a whole batch at once, beyond this step's token budget: each

@@ -387,26 +387,52 @@ class ServingEngine:
         return self.engine.max_model_len
 
     # (no mutate: the prompt's default is read only when no messages come, and every such caller names a prompt)
-    def prepare(self, *, messages: list | None = None, prompt: str = "", max_tokens: int | None = None) -> tuple[list, int]:  # pragma: no mutate
-        """(token ids, max_tokens): a chat through the model's template, or a plain prompt; the
-        answer's room is what the context leaves when the caller names none (as vLLM does)."""
+    def prepare(self, *, messages: list | None = None, prompt: str | list = "", max_tokens: int | None = None) -> tuple[list, int]:  # pragma: no mutate
+        """(token ids, max_tokens): a chat through the model's template, or a plain prompt (text
+        or token ids); the answer's room is what the context leaves when the caller names none
+        (as vLLM does)."""
         eng = _engine()
         try:
-            ids = self.engine.encode_chat(messages) if messages is not None else self.engine.tokenizer.encode(prompt)
+            ids = self.tokenize(messages=messages, prompt=prompt)
         except eng.RequestError as exc:
             raise ServingRefused(str(exc)) from None
+        what = "messages" if messages is not None else "prompt"
         room = self.max_model_len - len(ids)
         if room <= 0 or (max_tokens is not None and max_tokens > room):
             asked = max_tokens if max_tokens is not None else 1
             raise ServingRefused(
                 f"This model's maximum context length is {self.max_model_len} tokens. However, you requested "
-                f"{len(ids) + asked} tokens ({len(ids)} in the {'messages' if messages is not None else 'prompt'}, "
-                f"{asked} in the completion). Please reduce the length of the "
-                f"{'messages' if messages is not None else 'prompt'} or completion.",
-                "messages" if messages is not None else "prompt")
+                f"{len(ids) + asked} tokens ({len(ids)} in the {what}, {asked} in the completion). "
+                f"Please reduce the length of the {what} or completion.", what)
         return ids, max_tokens if max_tokens is not None else room
 
-    async def open(self, *, messages: list | None, prompt: str, max_tokens: int | None, sampling: dict, request_id: str):
+    # The tokenizer, as vLLM's /tokenize and /detokenize and the logprobs' token strings need it.
+    def tokenize(self, *, messages: list | None = None, prompt: str | list = "", add_special_tokens: bool = True,
+                 add_generation_prompt: bool = True) -> list[int]:
+        engine = self.engine
+        if messages is not None:
+            return engine.encode_chat(messages, add_generation_prompt=add_generation_prompt)
+        if isinstance(prompt, list):
+            vocab = engine.vocab_size
+            bad = next((t for t in prompt if not 0 <= t < vocab), None)
+            if bad is not None:
+                raise ServingRefused(f"token id {bad} is out of the vocabulary (0 to {vocab - 1})", "prompt")
+            return list(prompt)
+        return engine.tokenizer.encode(prompt, add_special_tokens=add_special_tokens)
+
+    def detokenize(self, ids: list[int]) -> str:
+        vocab = self.engine.vocab_size
+        bad = next((t for t in ids if not 0 <= t < vocab), None)
+        if bad is not None:
+            raise ServingRefused(f"token id {bad} is out of the vocabulary (0 to {vocab - 1})", "tokens")
+        return self.engine.tokenizer.decode(ids)
+
+    def token_strings(self, ids: list[int]) -> dict[int, str]:
+        from engine.logits_processors import token_strings
+
+        return token_strings(self.engine.tokenizer, ids)
+
+    async def open(self, *, messages: list | None, prompt: str | list, max_tokens: int | None, sampling: dict, request_id: str):
         """Prepare and submit from an event loop: (a handle to `async for`, the prompt's tokens).
         The same call a Celery worker answers in scaled mode (courseapp/serving/remote.py)."""
         import asyncio
@@ -436,6 +462,13 @@ class ServingEngine:
     def log_lines(self, since: float = 0.0) -> list[dict]:  # pragma: no mutate (wall-clock times: 0 and 1 are both long ago)
         """The server log's lines written since a wall-clock time ({time, kind, line})."""
         return [entry.to_dict() for entry in self.stat_logger.since(since)]
+
+    def check_health(self) -> None:
+        """Raises, saying why, when the engine cannot take a request (/health's 503)."""
+        if self.loop.error is not None:
+            raise RuntimeError(f"the engine stopped: {self.loop.error}")
+        if self.loop._stopping:
+            raise RuntimeError("the engine is shutting down")
 
     def stop(self) -> None:
         self.loop.stop()

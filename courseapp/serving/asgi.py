@@ -22,8 +22,11 @@ from django.conf import settings
 
 from courseapp.serving import engines, metrics, protocol
 from courseapp.serving.protocol import ApiError
+from engine.version import __version__
 
 logger = logging.getLogger("courseapp.serving")
+ROUTES = ("/v1/models", "/v1/completions", "/v1/chat/completions", "/metrics", "/health", "/ping", "/version",
+          "/tokenize", "/detokenize")
 
 class ServingApp:
     def __init__(self, fallback):
@@ -44,23 +47,31 @@ class ServingApp:
                 exposition = await asyncio.to_thread(served.metrics.exposition)
                 await _respond(send, 200, exposition, content_type=metrics.CONTENT_TYPE)
                 return
+            method = scope["method"]
+            if path in ("/health", "/ping") and method in ("GET", "POST" if path == "/ping" else "GET"):
+                await _health(served, send)  # unguarded, as vLLM's: a load balancer asks it
+                return
             _check_key(scope, settings.SERVING_API_KEY)
             rate_limit().check(_caller(scope))
-            method = scope["method"]
             if path == "/v1/models" and method == "GET":
                 engine = await asyncio.to_thread(engines.engine_of, served)
                 await _json(send, 200, protocol.models_list(settings.SERVED_MODEL_NAME, created=int(time.time()),
                                                             max_model_len=engine.max_model_len))
+            elif path == "/version" and method == "GET":
+                await _json(send, 200, {"version": __version__})
             elif path in ("/v1/completions", "/v1/chat/completions") and method == "POST":
                 body = await _read_body(receive)
                 request = protocol.parse_request(body, chat=path.endswith("chat/completions"),
                                                  served_model=settings.SERVED_MODEL_NAME)
                 await _generate(served, request, receive, send)
-            elif path in ("/v1/models", "/v1/completions", "/v1/chat/completions"):
+            elif path in ("/tokenize", "/detokenize") and method == "POST":
+                body = await _read_body(receive)
+                await _tokens(served, path, body, send)
+            elif path in ROUTES:
                 raise ApiError(405, f"{method} is not allowed on {path}", code="method_not_allowed")
             else:
-                raise ApiError(404, f"There is no {path} on this server (it serves /v1/models, /v1/completions, "
-                                    "/v1/chat/completions and /metrics).", type="not_found_error")
+                raise ApiError(404, f"There is no {path} on this server (it serves {', '.join(sorted(ROUTES))}).",
+                               type="not_found_error")
         except ApiError as error:
             headers = [(b"retry-after", str(error.retry_after).encode())] if error.retry_after else []
             await _json(send, error.status, error.body(), headers=headers)
@@ -148,6 +159,48 @@ async def _json(send, status: int, data: dict, headers=()) -> None:
     await _respond(send, status, json.dumps(data, ensure_ascii=False).encode(), headers=headers)
 
 
+async def _health(served: engines.Served, send) -> None:
+    """200 with an empty body when the engine can take a request, else 503 with the reason (vLLM's
+    /health). The site's engine is built by the first call that needs it, this one included."""
+    try:
+        engine = await asyncio.to_thread(engines.engine_of, served)
+        await asyncio.to_thread(engine.check_health)
+    except Exception as exc:
+        await _json(send, 503, ApiError(503, f"The engine cannot serve: {exc}", type="service_unavailable").body())
+        return
+    await _respond(send, 200, b"")
+
+
+async def _tokens(served: engines.Served, path: str, raw: bytes, send) -> None:
+    """vLLM's /tokenize ({prompt} or {messages}) → {count, max_model_len, tokens[, token_strs]}
+    and /detokenize ({tokens}) → {prompt}."""
+    from courseapp.demo.host import ServingRefused
+
+    body = protocol.parse_tokens_request(raw, detokenize=path == "/detokenize", served_model=settings.SERVED_MODEL_NAME)
+    engine = await asyncio.to_thread(engines.engine_of, served)
+    try:
+        if path == "/detokenize":
+            await _json(send, 200, {"prompt": await asyncio.to_thread(engine.detokenize, body["tokens"])})
+            return
+        ids = await asyncio.to_thread(engine.tokenize, **body["tokenize"])
+        strings = await asyncio.to_thread(engine.token_strings, ids) if body["return_token_strs"] else None
+    except ServingRefused as refused:
+        raise ApiError(400, str(refused), param=refused.param) from None
+    await _json(send, 200, {"count": len(ids), "max_model_len": engine.max_model_len, "tokens": ids,
+                            "token_strs": None if strings is None else [strings[i] for i in ids]})
+
+
+class _Choice:
+    """One prompt of a call (a completions batch has several) and what has gone out of it."""
+
+    def __init__(self, index: int, request_id: str, prompt, handle, prompt_tokens: int):
+        self.index, self.request_id, self.prompt, self.handle = index, request_id, prompt, handle
+        self.prompt_tokens = prompt_tokens
+        self.prompt_ids: list[int] | None = prompt if isinstance(prompt, list) else None
+        self.final = None
+        self.sent_text, self.sent_tokens, self.started = "", 0, False
+
+
 async def _generate(served: engines.Served, request: protocol.GenerationRequest, receive, send) -> None:
     from courseapp.demo.host import ServingRefused
 
@@ -155,12 +208,26 @@ async def _generate(served: engines.Served, request: protocol.GenerationRequest,
     protocol.refuse_if_surely_too_long(request, engine.max_model_len)
     request_id = f"{'chatcmpl' if request.chat else 'cmpl'}-{uuid.uuid4().hex}"
     created = int(time.time())
+    score_only = request.max_tokens == 0  # echo with max_tokens 0: the prompt's logprobs, no answer
+    prompts = [None] if request.chat else request.prompts
+    choices: list[_Choice] = []
     try:
-        handle, prompt_tokens = await engine.open(
-            messages=request.messages if request.chat else None, prompt=request.prompt, max_tokens=request.max_tokens,
-            sampling=request.sampling(max_tokens=0), request_id=request_id)
+        for index, prompt in enumerate(prompts):
+            rid = request_id if len(prompts) == 1 else f"{request_id}-{index}"
+            handle, prompt_tokens = await engine.open(
+                messages=request.messages if request.chat else None, prompt=prompt,
+                max_tokens=1 if score_only else request.max_tokens, sampling=request.sampling(max_tokens=0),
+                request_id=rid)
+            choices.append(_Choice(index, rid, prompt, handle, prompt_tokens))
     except ServingRefused as refused:
-        raise ApiError(400, str(refused), param=refused.param) from None
+        for c in choices:
+            engine.abort(c.request_id)
+        param = refused.param
+        raise ApiError(400, (f"prompt[{len(choices)}]: " if len(prompts) > 1 else "") + str(refused), param=param) from None
+    except BaseException:
+        for c in choices:
+            engine.abort(c.request_id)
+        raise
 
     gone = asyncio.Event()
 
@@ -168,49 +235,112 @@ async def _generate(served: engines.Served, request: protocol.GenerationRequest,
         while (await receive())["type"] != "http.disconnect":
             pass
         gone.set()
-        engine.abort(request_id)  # frees its blocks; the stream below ends with "abort"
+        for c in choices:
+            engine.abort(c.request_id)  # frees its blocks; the stream below ends with "abort"
 
     watcher = asyncio.create_task(watch_disconnect())
     try:
         if request.stream:
-            await _stream(request, handle, send, gone, request_id=request_id, created=created, prompt_tokens=prompt_tokens,
-                          observe=served.metrics.observe)
+            await _stream(request, engine, choices, send, gone, request_id=request_id, created=created,
+                          score_only=score_only, observe=served.metrics.observe)
         else:
-            final = None
-            async for output in handle:
-                final = output
+            await asyncio.gather(*(_finish(c) for c in choices))
             if gone.is_set():
                 return
-            used = protocol.usage(prompt_tokens, len(final.token_ids), final.metrics.num_cached_tokens)
-            await _json(send, 200, protocol.response(request, request_id=request_id, created=created, text=final.text,
-                                                     finish_reason=final.finish_reason, token_usage=used))
-            served.metrics.observe(final)
+            out = [protocol.choice(request, c.index, *await _whole_text(request, engine, c, score_only)) for c in choices]
+            await _json(send, 200, protocol.response(request, request_id=request_id, created=created, choices=out,
+                                                     token_usage=_usage(choices, score_only)))
+            for c in choices:
+                served.metrics.observe(c.final)
     finally:
         watcher.cancel()
 
 
-async def _stream(request, handle, send, gone: asyncio.Event, *, request_id: str, created: int, prompt_tokens: int,
-                  observe) -> None:
+async def _finish(c: _Choice) -> None:
+    async for output in c.handle:
+        c.final = output
+
+
+def _usage(choices: list[_Choice], score_only: bool) -> dict:
+    return protocol.usage(sum(c.prompt_tokens for c in choices),
+                          0 if score_only else sum(len(c.final.token_ids) for c in choices),
+                          sum(c.final.metrics.num_cached_tokens for c in choices))
+
+
+async def _prompt_ids(engine, request, c: _Choice) -> list[int]:
+    if c.prompt_ids is None:
+        c.prompt_ids = await asyncio.to_thread(engine.tokenize, prompt=c.prompt)
+    return c.prompt_ids
+
+
+async def _echo_text(engine, c: _Choice) -> str:
+    return c.prompt if isinstance(c.prompt, str) else await asyncio.to_thread(engine.detokenize, c.prompt)
+
+
+async def _whole_text(request, engine, c: _Choice, score_only: bool) -> tuple[str, str, dict | None]:
+    """(text, finish_reason, logprobs) of a finished choice."""
+    final = c.final
+    text = "" if score_only else final.text
+    if request.echo:
+        text = await _echo_text(engine, c) + text
+    return text, final.finish_reason, await _logprobs(request, engine, c, 0, 0 if score_only else len(final.token_ids),
+                                                      with_prompt=request.echo)
+
+
+async def _logprobs(request, engine, c: _Choice, first: int, last: int, *, with_prompt: bool) -> dict | None:
+    """The logprobs of generated tokens [first, last) (and, under echo, the prompt's), in the
+    call's shape; None when none were asked for."""
+    if request.logprobs is None:
+        return None
+    final = c.final
+    ids = final.token_ids[first:last]
+    entries = (final.logprobs or [])[first:last]
+    if with_prompt:
+        prompt_ids = await _prompt_ids(engine, request, c)
+        ids, entries = prompt_ids + ids, list(final.prompt_logprobs or [None] * len(prompt_ids)) + entries
+    wanted = ids + [t for e in entries if e is not None for t, _ in e[3]]
+    strings = await asyncio.to_thread(engine.token_strings, wanted) if wanted else {}
+    if request.chat:
+        return protocol.chat_logprobs(entries, strings)
+    return protocol.completion_logprobs(ids, entries, strings)
+
+
+async def _stream(request, engine, choices: list[_Choice], send, gone: asyncio.Event, *, request_id: str, created: int,
+                  score_only: bool, observe) -> None:
     await send({"type": "http.response.start", "status": 200, "headers": [
         (b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]})
-    sent, first, final = "", True, None
 
     async def emit(data) -> None:
         await send({"type": "http.response.body", "body": protocol.sse(data), "more_body": True})
 
-    async for output in handle:
-        if gone.is_set():
-            return
-        final = output
-        delta = output.text[len(sent):] if output.text.startswith(sent) else ""
-        if delta or first:
-            await emit(protocol.chunk(request, request_id=request_id, created=created, text=delta, first=first))
-            sent, first = sent + delta, False
+    def piece(c: _Choice, **fields) -> dict:
+        return protocol.chunk(request, request_id=request_id, created=created, index=c.index, **fields)
+
+    async def relay(c: _Choice) -> None:
+        async for output in c.handle:
+            if gone.is_set():
+                return
+            c.final = output
+            # The engine's text only grows (engine.LLMEngine.output): what is new goes out, with
+            # the logprobs of the tokens since the last piece (a token whose text is held back
+            # goes with the next piece). Under echo the first piece carries the prompt.
+            delta = "" if score_only else output.text[len(c.sent_text):]
+            upto = 0 if score_only else len(output.token_ids)
+            first = not c.started
+            if delta or first or (request.logprobs is not None and upto > c.sent_tokens and output.finished):
+                lp = await _logprobs(request, engine, c, c.sent_tokens, upto, with_prompt=first and request.echo)
+                text = (await _echo_text(engine, c) if first and request.echo else "") + delta
+                await emit(piece(c, text=text, first=first, logprobs=lp))
+                c.sent_text, c.sent_tokens, c.started = c.sent_text + delta, upto, True
+        if not gone.is_set():
+            await emit(piece(c, finish_reason=c.final.finish_reason))
+
+    # A batch's choices stream side by side, each chunk naming its index.
+    await asyncio.gather(*(relay(c) for c in choices))
     if gone.is_set():
         return
-    await emit(protocol.chunk(request, request_id=request_id, created=created, finish_reason=final.finish_reason))
     if request.include_usage:
-        used = protocol.usage(prompt_tokens, len(final.token_ids), final.metrics.num_cached_tokens)
-        await emit(protocol.chunk(request, request_id=request_id, created=created, token_usage=used))
+        await emit(protocol.chunk(request, request_id=request_id, created=created, token_usage=_usage(choices, score_only)))
     await send({"type": "http.response.body", "body": protocol.sse("[DONE]"), "more_body": False})
-    observe(final)
+    for c in choices:
+        observe(c.final)

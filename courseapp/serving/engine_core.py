@@ -80,7 +80,10 @@ def _core_main(conn, torch_threads: int, options: dict) -> None:
                 grew = item.text.startswith(self.text)
                 piece = item.text[len(self.text):] if grew else item.text
                 metrics = dataclasses.asdict(item.metrics) if item.finished else None
-                batch.append((self.rid, grew, piece, item.token_ids[self.count:], item.finished, item.finish_reason, metrics))
+                logprobs = None if item.logprobs is None else item.logprobs[self.count:]
+                prompt_logprobs = item.prompt_logprobs if self.count == 0 else None  # complete by the first token
+                batch.append((self.rid, grew, piece, item.token_ids[self.count:], item.finished, item.finish_reason, metrics,
+                              logprobs, prompt_logprobs))
                 self.text, self.count = item.text, len(item.token_ids)
 
     def open_request(rid: str, messages, prompt: str, max_tokens, sampling: dict) -> None:
@@ -97,7 +100,9 @@ def _core_main(conn, torch_threads: int, options: dict) -> None:
     # step lock, and one after another the eighth of eight waited seven steps for its first token.
     opener = ThreadPoolExecutor(max_workers=options.get("max_num_seqs", 32), thread_name_prefix="engine-core-open")
     send(("ready", engine.max_model_len))
-    answers = {"snapshot": lambda: engine.snapshot(), "log_lines": lambda since: engine.log_lines(since)}
+    answers = {"snapshot": engine.snapshot, "log_lines": engine.log_lines, "tokenize": engine.tokenize,
+               "detokenize": engine.detokenize, "token_strings": engine.token_strings,
+               "check_health": engine.check_health}
     while True:
         try:
             message = conn.recv()
@@ -109,11 +114,13 @@ def _core_main(conn, torch_threads: int, options: dict) -> None:
         elif kind == "abort":
             engine.abort(message[1])
         elif kind == "ask":
-            number, what, args = message[1], message[2], message[3]
+            number, what, args, kwargs = message[1], message[2], message[3], message[4]
             try:
-                send(("answer", number, True, answers[what](*args)))
+                send(("answer", number, "ok", answers[what](*args, **kwargs)))
+            except ServingRefused as refused:
+                send(("answer", number, "refused", (str(refused), refused.param)))
             except Exception as exc:
-                send(("answer", number, False, f"{type(exc).__name__}: {exc}"))
+                send(("answer", number, "error", f"{type(exc).__name__}: {exc}"))
         elif kind == "stop":
             break
     opener.shutdown(cancel_futures=True)
@@ -141,9 +148,13 @@ class CoreHandle:
             item = await self.stream.items.get()
             if item[1] == "error":
                 raise RuntimeError(f"the engine process failed: {item[2]}")
-            _rid, grew, piece, new_ids, out.finished, out.finish_reason, metrics = item
+            _rid, grew, piece, new_ids, out.finished, out.finish_reason, metrics, logprobs, prompt_logprobs = item
             out.text = out.text + piece if grew else piece
             out.token_ids.extend(new_ids)
+            if logprobs is not None:
+                out.logprobs = (out.logprobs or []) + logprobs
+            if prompt_logprobs is not None:
+                out.prompt_logprobs = prompt_logprobs
             if metrics is not None:
                 out.metrics = SimpleNamespace(**metrics)
             yield out
@@ -204,6 +215,21 @@ class EngineCore:
     def log_lines(self, since: float = 0.0) -> list[dict]:
         return self._ask("log_lines", since) if self._running() else []
 
+    def check_health(self) -> None:
+        """Its process answers (one that died is started again here, as the next request would)."""
+        if self._stopped:
+            raise RuntimeError("the engine is shutting down")
+        self._ask("check_health")
+
+    def tokenize(self, **kwargs) -> list[int]:
+        return self._ask("tokenize", **kwargs)
+
+    def detokenize(self, ids: list[int]) -> str:
+        return self._ask("detokenize", ids)
+
+    def token_strings(self, ids: list[int]) -> dict[int, str]:
+        return self._ask("token_strings", ids)
+
     def stop(self) -> None:
         self._stopped = True
         proc = self._proc
@@ -254,17 +280,23 @@ class EngineCore:
                 raise OSError("no engine process")
             self._conn.send(message)
 
-    def _ask(self, what: str, *args):
+    def _ask(self, what: str, *args, **kwargs):
+        from courseapp.demo.host import ServingRefused
+
+        if not self._running():
+            self._ensure_running()
         number = next(self._numbers)
         slot = self._answers[number] = [threading.Event(), None]
         try:
-            self._send(("ask", number, what, args))
+            self._send(("ask", number, what, args, kwargs))
             if not slot[0].wait(ANSWER_WITHIN_S):
                 raise TimeoutError(f"the engine process did not answer {what} within {ANSWER_WITHIN_S} s")
         finally:
             self._answers.pop(number, None)
-        ok, value = slot[1]
-        if not ok:
+        kind, value = slot[1]
+        if kind == "refused":
+            raise ServingRefused(*value)
+        if kind == "error":
             raise RuntimeError(value)
         return value
 

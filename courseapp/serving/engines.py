@@ -16,7 +16,10 @@ from django.conf import settings
 from courseapp.serving.metrics import ServingMetrics
 
 LAB_PREFIX = "/lab/engines/"
-_LAB_PATH = re.compile(r"^/lab/engines/(?P<token>[A-Za-z0-9_-]{16,64})(?P<rest>/v1/.*|/metrics)$")
+# vLLM's plain routes beside /v1/*: health, version and the tokenizer
+PLAIN_ROUTES = ("/metrics", "/health", "/ping", "/version", "/tokenize", "/detokenize")
+_LAB_PATH = re.compile(r"^/lab/engines/(?P<token>[A-Za-z0-9_-]{16,64})(?P<rest>/v1/.*|"
+                       + "|".join(PLAIN_ROUTES) + ")$")
 
 
 @dataclass(slots=True)
@@ -109,7 +112,7 @@ def lab_engine_close(token: str) -> None:
 def route(path: str) -> tuple[Served | None, str] | None:
     """(what serves it, the API path) for a path this module answers, else None. A lab path
     whose run has ended gives (None, path): the caller answers 404."""
-    if path.startswith("/v1/") or path == "/metrics":
+    if path.startswith("/v1/") or path in PLAIN_ROUTES:
         return _site_served(), path
     match = _LAB_PATH.match(path)
     if match is None:

@@ -41,6 +41,8 @@ class RemoteOutput:
     finished: bool = False
     finish_reason: str | None = None
     metrics: SimpleNamespace = field(default_factory=SimpleNamespace)
+    logprobs: list | None = None  # engine.logits_processors.TokenLogprob per token, when asked
+    prompt_logprobs: list | None = None
 
 
 class RemoteHandle:
@@ -57,6 +59,10 @@ class RemoteHandle:
                 self.output.finished = message["finished"]
                 self.output.finish_reason = message["finish_reason"]
                 self.output.metrics = SimpleNamespace(**message["metrics"])
+                if message.get("new_logprobs") is not None:
+                    self.output.logprobs = (self.output.logprobs or []) + message["new_logprobs"]
+                if message.get("prompt_logprobs") is not None:
+                    self.output.prompt_logprobs = message["prompt_logprobs"]
                 yield self.output
             elif message["type"] == "error":
                 raise RuntimeError(f"the engine worker failed: {message['message']}")
@@ -77,7 +83,8 @@ class RemoteEngine:
         import json
         from pathlib import Path
 
-        config = json.loads((Path(EngineConfig().model) / "config.json").read_text())
+        self.model = EngineConfig().model
+        config = json.loads((Path(self.model) / "config.json").read_text())
         self.max_model_len = config["max_position_embeddings"]
 
     async def open(self, *, messages, prompt: str, max_tokens, sampling: dict, request_id: str):
@@ -106,6 +113,43 @@ class RemoteEngine:
         cache.set(abort_key(request_id), True, 600)
         return True
 
+    def check_health(self) -> None:
+        """Some engine worker has published its figures in the last seconds (tasks._publish)."""
+        if not worker_snapshots():
+            raise RuntimeError("no engine worker has reported in the last 15 s (README: Scaled mode)")
+
+    # The tokenizer's calls are answered here, from the model's own files and without torch
+    # (engine/chat_prompt.py): a round trip to a worker for /tokenize would wait behind its requests.
+    def tokenize(self, *, messages=None, prompt="", add_special_tokens: bool = True,
+                 add_generation_prompt: bool = True) -> list[int]:
+        from engine import chat_prompt
+
+        if messages is not None:
+            return chat_prompt.chat_prompt_ids(self.model, messages, add_generation_prompt=add_generation_prompt)
+        if isinstance(prompt, list):
+            self._check_ids(prompt, "prompt")
+            return list(prompt)
+        return chat_prompt.encode(self.model, prompt, add_special_tokens=add_special_tokens)
+
+    def detokenize(self, ids: list[int]) -> str:
+        from engine import chat_prompt
+
+        self._check_ids(ids, "tokens")
+        return chat_prompt.decode(self.model, ids)
+
+    def token_strings(self, ids: list[int]) -> dict[int, str]:
+        from engine import chat_prompt
+
+        return {i: chat_prompt.decode(self.model, [i]) for i in set(ids)}
+
+    def _check_ids(self, ids: list[int], param: str) -> None:
+        from courseapp.demo.host import ServingRefused
+        from engine import chat_prompt
+
+        vocab = chat_prompt.vocab_size(self.model)
+        bad = next((t for t in ids if not 0 <= t < vocab), None)
+        if bad is not None:
+            raise ServingRefused(f"token id {bad} is out of the vocabulary (0 to {vocab - 1})", param)
 
 
 def worker_snapshots() -> list[tuple[str, SimpleNamespace]]:

@@ -103,5 +103,7 @@ async def _relay(engine, handle, layer, reply: str, request_id: str) -> None:
         pending = None
         await layer.send(reply, {"type": "output", "text": output.text, "new_ids": output.token_ids[sent:],
                                  "finished": output.finished, "finish_reason": output.finish_reason,
-                                 "metrics": asdict(output.metrics)})
+                                 "metrics": asdict(output.metrics),
+                                 "new_logprobs": None if output.logprobs is None else output.logprobs[sent:],
+                                 "prompt_logprobs": output.prompt_logprobs if sent == 0 else None})
         sent = len(output.token_ids)

@@ -40,7 +40,7 @@ def test_a_mixed_step_gives_transformers_logits(tiny_models, arch, dtype, packed
     engine.add_request(ps[2], {"temperature": 0, "max_tokens": 8}, "p")
     batch = engine.scheduler.schedule().scheduled
     assert sorted(n for _, n in batch) == [1, 1, len(ps[2])]
-    reqs, logits = engine.runner.execute(batch)
+    reqs, logits, _ = engine.runner.execute(batch)
 
     dt = getattr(torch, dtype)
     reference = AutoModelForCausalLM.from_pretrained(path, dtype=dt, attn_implementation="sdpa").eval()

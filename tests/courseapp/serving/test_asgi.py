@@ -35,7 +35,7 @@ def test_a_prompt_too_long_for_any_tokenization_is_refused_before_the_engine_see
     monkeypatch.setattr(engines, "route", lambda path: (object(), path))
     monkeypatch.setattr(asgi, "_check_key", lambda scope, key: None)
     for path, body in (("/v1/completions", {"prompt": "가" * 340_000}),  # ~1 MB, under the body cap
-                       ("/v1/chat/completions", {"messages": [{"role": "user", "content": "a" * 40_000}]})):
+                       ("/v1/chat/completions", {"messages": [{"role": "user", "content": "a" * 60_000}]})):
         sent = call("POST", path, json.dumps({"model": "munuibot", **body}, ensure_ascii=False).encode())
         error = json.loads(sent[1]["body"])["error"]
         assert sent[0]["status"] == 400 and "maximum context length is 2048" in error["message"], error

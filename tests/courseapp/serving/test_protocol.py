@@ -16,8 +16,12 @@ def test_a_chat_request_becomes_sampling_parameters():
     request = parse_request(chat(temperature=0, max_tokens=200, stop="\n\n", seed=7, stream=True,
                                  stream_options={"include_usage": True}), chat=True, served_model="munuibot")
     assert request.messages == [{"role": "user", "content": "배송 언제 와요?"}]
-    assert request.sampling(200) == {"temperature": 0.0, "top_p": 1.0, "max_tokens": 200, "stop": ["\n\n"], "seed": 7,
-                                     "ignore_eos": False}
+    from engine.sampling import SamplingParams
+
+    params = SamplingParams(**request.sampling(200))  # every key is one the engine takes
+    assert (params.temperature, params.top_p, params.max_tokens, params.stop, params.seed, params.ignore_eos) == \
+        (0.0, 1.0, 200, ["\n\n"], 7, False)
+    assert (params.logprobs, params.prompt_logprobs, params.logit_bias, params.repetition_penalty) == (None, None, None, 1.0)
     assert request.stream and request.include_usage
 
 
