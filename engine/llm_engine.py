@@ -190,7 +190,6 @@ class LLMEngine:
         finished = []
         prompt_tokens = 0
         for req, n in batch:
-            prompt_tokens += max(0, min(req.num_prompt_tokens, req.num_computed_tokens + n) - req.num_computed_tokens)
             self.scheduler.on_computed(req, n)
             token = sampled.get(req.request_id)
             if token is None:
@@ -199,6 +198,9 @@ class LLMEngine:
             req.token_times.append(now)
             if req.first_token_time is None:
                 req.first_token_time = now
+                # The whole prompt counts once, at its first token, cached tokens included: vLLM
+                # V1's vllm:prompt_tokens_total and its log line's prompt throughput.
+                prompt_tokens += req.num_prompt_tokens
             status = self._check_stop(req, token)
             if status is not None:
                 req.finish_time = now

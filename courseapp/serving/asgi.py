@@ -251,9 +251,15 @@ async def _generate(served: engines.Served, request: protocol.GenerationRequest,
             await _json(send, 200, protocol.response(request, request_id=request_id, created=created, choices=out,
                                                      token_usage=_usage(choices, score_only)))
             for c in choices:
-                served.metrics.observe(c.final)
+                _observe(served.metrics.observe, request, engine, c)
     finally:
         watcher.cancel()
+
+
+def _observe(observe, request, engine, c: _Choice) -> None:
+    room = engine.max_model_len - c.prompt_tokens
+    observe(c.final, prompt_tokens=c.prompt_tokens,
+            max_tokens=room if request.max_tokens is None else max(1, request.max_tokens))
 
 
 async def _finish(c: _Choice) -> None:
@@ -343,4 +349,4 @@ async def _stream(request, engine, choices: list[_Choice], send, gone: asyncio.E
         await emit(protocol.chunk(request, request_id=request_id, created=created, token_usage=_usage(choices, score_only)))
     await send({"type": "http.response.body", "body": protocol.sse("[DONE]"), "more_body": False})
     for c in choices:
-        observe(c.final)
+        _observe(observe, request, engine, c)

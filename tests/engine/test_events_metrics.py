@@ -89,3 +89,16 @@ def test_queue_time_is_the_wait_before_first_being_scheduled(tiny_llama):
     assert 0 <= first.queue_time <= first.ttft
     assert second.queue_time >= first.e2e - first.queue_time - 1e-3  # it waited while the first ran
     assert second.queue_time <= second.ttft
+
+
+def test_prompt_tokens_count_the_whole_prompt_cached_tokens_included(tiny_llama):
+    """vLLM V1 counts every prompt token once, at the request's first token, whether computed or
+    found in the prefix cache: "prompt tokens/s" does not drop when the cache hits."""
+    engine = LLMEngine(EngineConfig(model=tiny_llama, block_size=4, num_blocks=64, max_num_seqs=4,
+                                    max_num_batched_tokens=64, enable_prefix_caching=True))
+    p = prompts(1, length_range=(30, 30), seed=53)[0]
+    for _ in range(2):
+        engine.generate(p, SamplingParams(temperature=0, max_tokens=2, ignore_eos=True))
+    snap = engine.metrics_snapshot()
+    assert snap.prefix_cache_hits_total >= 24
+    assert snap.prompt_tokens_total == 2 * len(p)
