@@ -55,7 +55,7 @@ def main(argv=None):
 
     batch = [(r, 1) for r in engine.scheduler.running]  # the next decode step, run again and again
     runner = engine.runner
-    meta, ids, positions, _, sample_rows = runner.prepare(batch)
+    meta, ids, positions, _, sample_rows, _ = runner.prepare(batch)
     forward = best_ms(lambda: fused(ids, positions, meta, sample_rows), args.calls)
     rows, t = len(batch), ids.shape[0]
     x = {n: torch.randn(rows_bucket(rows), n) for n in {fused.hidden, fused.layers[0].down.weight.shape[1]}}
