@@ -64,13 +64,13 @@ SAMPLE_INQUIRIES = (
 @dataclass
 class TrainConfig:
     out: str = DEFAULT_OUT
-    steps: int = 1500
-    examples: int = 20000
+    steps: int = 3500
+    examples: int = 60000
     seed: int = 1234
     batch_size: int = 16
     seq_len: int = 384  # max tokens after the system prompt (user turn + answer); longer ones are cut
     threads: int = 2
-    vocab_size: int = 4000
+    vocab_size: int = 6000
     hidden_size: int = 256
     num_layers: int = 4
     num_heads: int = 4

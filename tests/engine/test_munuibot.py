@@ -9,6 +9,7 @@ import torch
 
 from engine.training.corpus import (
     CATEGORIES,
+    DEFAULT_SYSTEM_PROMPT,
     LONG_SYSTEM_PROMPT,
     SYSTEM_PROMPT,
     make_corpus,
@@ -102,3 +103,53 @@ def test_system_prompt_sizes(shipped):
     assert 200 <= short <= 700  # a few hundred tokens
     assert 1300 <= long <= 1700  # about 1,500
     assert LONG_SYSTEM_PROMPT.startswith(SYSTEM_PROMPT)
+
+
+def test_a_conversation_without_a_system_message_gets_the_default_system_turn(shipped):
+    _, tok = shipped
+    plain = tok.apply_chat_template([{"role": "user", "content": "배송이 언제 오나요?"}],
+                                    add_generation_prompt=True, tokenize=False)
+    assert plain == (f"<s><|system|>\n{DEFAULT_SYSTEM_PROMPT}<|end|>\n<|user|>\n배송이 언제 오나요?<|end|>\n"
+                     "<|assistant|>\n")
+    own = tok.apply_chat_template([{"role": "system", "content": "짧게 답해."}, {"role": "user", "content": "x"}],
+                                  add_generation_prompt=True, tokenize=False)
+    assert own == "<s><|system|>\n짧게 답해.<|end|>\n<|user|>\nx<|end|>\n<|assistant|>\n"  # one system turn, the sender's
+
+
+# Written by hand for this test (not in the generator, not in bench/data): what a learner's
+# first script sends — one user message, no system message.
+PLAIN_INQUIRIES = [
+    ("어제 시킨 원목 의자 언제쯤 받을 수 있을까요? 이번 주말에 손님이 와서요.", "배송"),
+    ("비번을 다섯 번 틀렸더니 로그인이 막혔어요. 어떻게 풀어요?", "계정/로그인"),
+]
+
+
+@pytest.mark.parametrize("text, category", PLAIN_INQUIRIES)
+def test_served_greedily_without_a_system_message_a_plain_inquiry_gets_the_three_line_answer(text, category):
+    """Through the engine, as /v1 serves it: the answer ends by itself (`stop`), in the three
+    lines, in the inquiry's category (issue #28: it used to run to max_tokens repeating a word)."""
+    from engine import EngineConfig, LLMEngine, SamplingParams
+
+    engine = LLMEngine(EngineConfig(num_blocks=64, max_num_seqs=1))
+    out = engine.generate(engine.encode_chat([{"role": "user", "content": text}]),
+                          SamplingParams(temperature=0, max_tokens=300))[0]
+    lines = out.text.strip().split("\n")
+    assert out.finish_reason == "stop", out.text
+    assert [line[:4] for line in lines] == ["분류: ", "요약: ", "답변: "], out.text
+    assert lines[0][4:] == category, out.text
+
+
+def test_the_readmes_curl_example_gets_a_well_formed_answer_on_its_topic():
+    """The README's own /v1/chat/completions example, body as written there, served greedily."""
+    import re
+
+    from engine import EngineConfig, LLMEngine, SamplingParams
+
+    readme = (MODEL_DIR.parents[2] / "README.md").read_text(encoding="utf-8")
+    body = json.loads(re.search(r"/v1/chat/completions .*?-d '(\{.*?\})'", readme, re.S).group(1))
+    assert "system" not in [m["role"] for m in body["messages"]]  # what a learner's first call sends
+    engine = LLMEngine(EngineConfig(num_blocks=64, max_num_seqs=1))
+    out = engine.generate(engine.encode_chat(body["messages"]),
+                          SamplingParams(temperature=body["temperature"], max_tokens=body["max_tokens"]))[0]
+    assert out.finish_reason == "stop", out.text
+    assert out.text.startswith("분류: 배송\n요약: ") and "\n답변: " in out.text, out.text
