@@ -138,7 +138,8 @@ def test_each_block_shows_the_text_it_holds():
 
 def test_a_block_still_filling_shows_what_it_holds_after_each_step():
     """A prompt shorter than a block: its one block grows every step, and its text with it."""
-    spec = make_spec(requests=[{"at": 0, "user": "네", "max_tokens": 4, "ignore_eos": True}])
+    # a raw prompt: a chat turn alone (the template's default system turn) fills more than a block
+    spec = make_spec(requests=[{"at": 0, "prompt": "네", "max_tokens": 4, "ignore_eos": True}])
     session = RunSession("run-1", spec, publish=Watcher())
     run_through(session)
     engine, state = session.lanes[0].engine, session.lanes[0].state
@@ -427,7 +428,7 @@ def test_the_served_engine_leaves_the_answer_the_room_the_context_leaves_unless_
     ids, max_tokens = serving.prepare(prompt="hello")
     assert ids == serving.engine.tokenizer.encode("hello") and max_tokens == 64 - len(ids)
     assert serving.prepare(prompt="hello", max_tokens=64 - len(ids)) == (ids, 64 - len(ids))  # exactly full: taken
-    messages = [{"role": "user", "content": "안녕"}]
+    messages = [{"role": "system", "content": "짧게"}, {"role": "user", "content": "안녕"}]  # fits 64 tokens
     ids, max_tokens = serving.prepare(messages=messages, max_tokens=3)
     assert ids == serving.engine.encode_chat(messages) and max_tokens == 3
 
@@ -507,7 +508,7 @@ def test_a_prompt_that_fills_the_context_is_refused_and_a_chat_the_engine_refuse
     finally:
         full.stop()
         one_left.stop()
-    def no_template(messages):
+    def no_template(messages, **kwargs):
         raise engine.RequestError("this model has no chat template: send a plain prompt")
 
     monkeypatch.setattr(serving.engine, "encode_chat", no_template)
@@ -526,7 +527,7 @@ def test_open_streams_to_an_event_loop_as_the_api_view_does(serving):
         return prompt_tokens, outputs
 
     async def chat():
-        messages = [{"role": "user", "content": "안녕"}]
+        messages = [{"role": "system", "content": "짧게"}, {"role": "user", "content": "안녕"}]  # fits 64 tokens
         handle, prompt_tokens = await serving.open(messages=messages, prompt="", max_tokens=2,
                                                    sampling={"temperature": 0.0, "ignore_eos": True}, request_id="async-2")
         return prompt_tokens, [out async for out in handle], len(serving.engine.encode_chat(messages))
