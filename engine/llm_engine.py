@@ -84,6 +84,9 @@ class LLMEngine:
                 f"the prompt has {len(token_ids)} tokens; the whole KV pool holds {self.num_blocks} blocks × "
                 f"{self.config.block_size} = {self.num_blocks * self.config.block_size} tokens"
             )
+        outside = [t for t in (params.logit_bias or {}) if not 0 <= t < self.vocab_size]
+        if outside:
+            raise RequestError(f"logit_bias names token ids outside the vocabulary (0 to {self.vocab_size - 1}): {outside[:5]}")
         request_id = request_id or f"req-{next(self._ids)}"
         if request_id in self.requests and not self.requests[request_id].status.finished:
             raise RequestError(f"request id {request_id!r} is already in use")

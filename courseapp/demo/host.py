@@ -451,7 +451,8 @@ class ServingEngine:
         try:
             return self.loop.submit(ids, eng.SamplingParams(**sampling), request_id=request_id, loop=loop, sink=sink)
         except (eng.RequestError, eng.SamplingError) as exc:
-            raise ServingRefused(str(exc)) from None
+            named = next((name for name in sampling if str(exc).startswith(name)), None)  # the parameter at fault
+            raise ServingRefused(str(exc), named) from None
 
     def abort(self, request_id: str) -> bool:
         return self.loop.abort(request_id)

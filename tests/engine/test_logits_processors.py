@@ -55,6 +55,13 @@ def test_logit_bias_and_min_tokens():
     assert enough is logits
 
 
+def test_a_bias_on_a_token_outside_the_vocabulary_is_refused(tiny_llama):
+    from engine import RequestError
+
+    with pytest.raises(RequestError, match="logit_bias names token ids outside the vocabulary"):
+        engine(tiny_llama).add_request([1, 2, 3], SamplingParams(logit_bias={256: 1.0}))
+
+
 def test_min_p_drops_tokens_below_its_share_of_the_likeliest():
     logits = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]]))
     gen = torch.Generator().manual_seed(0)
