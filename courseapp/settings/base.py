@@ -283,7 +283,7 @@ LOGGING = {
 # §6 lab (courseapp/lab): each run gets an engine of its own with the learner's knobs.
 LAB_MAX_TOKENS = int(os.environ.get("LAB_MAX_TOKENS", "200"))  # §6 fixes 200
 LAB_CONCURRENCY = 8  # experiment 2
-LAB_SAMPLE_EVERY_S = float(os.environ.get("LAB_SAMPLE_EVERY_S", "1.0"))  # /metrics during experiment 2
+LAB_SAMPLE_EVERY_S = float(os.environ.get("LAB_SAMPLE_EVERY_S", "0.1"))  # /metrics during experiment 2
 LAB_LOG_INTERVAL_S = 1.0  # the lab engine's stats line (vLLM's default is 10 s; a lab run lasts seconds)
 LAB_MAX_ACTIVE = int(os.environ.get("LAB_MAX_ACTIVE", "1"))  # labs measuring at once; more wait their turn
 LAB_RUNS_PER_HOUR = int(os.environ.get("LAB_RUNS_PER_HOUR", "12"))  # per learner

@@ -53,3 +53,35 @@ def test_csv_has_the_table_the_series_and_the_log(sample_report):
     assert ["시각", "실행 중", "대기", "KV 사용률"] in rows
     assert ["10:00:06.00", "8.0", "2.0", "0.95"] in rows
     assert rows[-1] == ["기동 명령 원문", "vllm serve x --max-num-seqs 8"]
+
+
+def _row(rep, row_id):
+    return next(r for r in report.rows(rep) if r["id"] == row_id)
+
+
+def test_every_row_says_how_to_read_it_and_which_section_it_checks(sample_report):
+    rows = {r["id"]: r for r in report.rows(sample_report)}
+    assert {k: r["section"] for k, r in rows.items()} == {"1": "s3-3", "2": "s3-3", "3s": "s4-1", "3t": "s4-3", "4": "s6-3", "5": "s5-1"}
+    assert "서버 전체는 1건일 때의 1.8배, 요청별 평균은 1건일 때의 28%" in rows["2"]["reading"]
+    assert "정적 배칭 vs 연속 배칭" in rows["2"]["reading"]  # 8 equal requests end together: the scene shows the rest
+    assert "2코어 CPU" in rows["2"]["warning"], "per-request speed fell below 75 %: the page says why"
+    assert "1,536토큰을 캐시에서" in rows["3s"]["reading"] and not rows["3s"]["warning"]
+    assert "블록(16토큰) 단위" in rows["3t"]["reading"], "16 cached tokens after the time stamp are explained"
+    assert not rows["5"]["warning"]
+    text = report.as_text(sample_report)
+    assert "읽는 법 §3.3의 예측" in text and "(§4.3)" in text
+
+
+def test_a_measurement_that_cannot_show_the_point_is_flagged(sample_report):
+    assert "표본이 2개뿐" in _row(sample_report, "4")["warning"]  # experiment 2 shorter than the sampling
+    sample_report["series"] = [{"time": f"10:00:05.{i}0", "t": i / 10, "running": 1.0, "waiting": 0.0, "kv": 0.1}
+                               for i in range(7)]
+    assert "실행 중이 2 이상인 표본이 없습니다" in _row(sample_report, "4")["warning"]
+    sample_report["series"][3]["running"] = 8.0
+    assert _row(sample_report, "4")["warning"] == ""
+    sample_report["preemptions"] = {"before": 5.0, "after": 5.0, "delta": 0}
+    assert "선점 0회" in _row(sample_report, "5")["warning"]
+    sample_report["prefix"]["same"][1]["cached_tokens"] = 0
+    assert "프리픽스 캐싱이 꺼져" in _row(sample_report, "3s")["warning"]
+    sample_report["concurrent"]["server_tokens_per_s"] = 170.0
+    assert "1.1배에 그쳤습니다" in _row(sample_report, "2")["warning"]

@@ -184,6 +184,7 @@ def test_reports_and_downloads_are_their_owners_only(client, sample_report):
     run = _finished(owner, sample_report)
     page = client.get(reverse("lab:run", args=[run.pk])).content.decode()
     assert "2. 같은 요청 8건 동시" in page and "vllm serve x --max-num-seqs 8" in page
+    assert 'href="/lessons/21/s3/#s3-3">§3.3</a>' in page and "읽는 법" in page  # each row links its section
     csv_response = client.get(reverse("lab:download", args=[run.pk, "csv"]))
     assert csv_response.content.decode("utf-8").startswith("\ufeff실험,조건,측정값,출력 원문")
     assert 'filename="lab-' in csv_response["Content-Disposition"]

@@ -19,7 +19,7 @@ class Command(BaseCommand):
         parser.add_argument("--api-key", default="", help="sent as Authorization: Bearer KEY (vLLM's --api-key)")
         parser.add_argument("--concurrency", type=int, default=8, help="requests at once in experiment 2 (default 8)")
         parser.add_argument("--max-tokens", type=int, default=200, help="fixed answer length cap (default 200)")
-        parser.add_argument("--sample-every", type=float, default=1.0, help="seconds between /metrics samples (default 1)")
+        parser.add_argument("--sample-every", type=float, default=0.1, help="seconds between /metrics samples (default 0.1)")
         parser.add_argument("--ignore-eos", action="store_true", help="every answer runs to max_tokens (vLLM's extension)")
         parser.add_argument("--launch-command", default="", help="how the server was started, quoted in the report")
         parser.add_argument("--log-file", type=Path, help="the server's log file: its new lines go in the report")
@@ -30,8 +30,8 @@ class Command(BaseCommand):
             raise CommandError("--concurrency must be between 1 and 256")
         if not 1 <= o["max_tokens"] <= 32768:
             raise CommandError("--max-tokens must be between 1 and 32768")
-        if not 0.1 <= o["sample_every"] <= 60:
-            raise CommandError("--sample-every must be between 0.1 and 60 seconds")
+        if not 0.05 <= o["sample_every"] <= 60:
+            raise CommandError("--sample-every must be between 0.05 and 60 seconds")
         settings = experiments.LabSettings(
             base_url=o["base_url"], model=o["model"], api_key=o["api_key"], concurrency=o["concurrency"],
             max_tokens=o["max_tokens"], sample_every_s=o["sample_every"], ignore_eos=o["ignore_eos"],
