@@ -220,8 +220,35 @@ def test_the_v1_defaults_box(client):
     boxes = [text_of(q) for q in page(client, "s0").select(".lesson-body blockquote.callout") if "vLLM V1 기준" in text_of(q)]
     assert len(boxes) == 1
     text = boxes[0]
-    for fact in ("16토큰", "--no-enable-prefix-caching", "chunked prefill", "항상 켜져", "gpu_cache_usage_perc", "kv_cache_usage_perc"):
+    for fact in ("16토큰", "--no-enable-prefix-caching", "chunked prefill", "기본으로 켜져", "gpu_cache_usage_perc", "kv_cache_usage_perc"):
         assert fact in text, fact
+
+
+@pytest.mark.django_db
+def test_chunked_prefill_is_on_by_default_not_always_and_splits_only_what_does_not_fit(lesson):
+    """V1 honours enable_chunked_prefill=False, and a prefill that fits the step's token budget
+    is not split (scheduler.py's waiting loop)."""
+    for where, text in everything(lesson):
+        assert not re.search(r"(항상|늘) 켜져", text), where
+    s3 = bodies(lesson)["s3"]
+    assert "기본으로 켜져" in s3 and "토큰 예산" in s3
+
+
+@pytest.mark.django_db
+def test_max_tokens_is_not_offered_as_a_cure_for_preemption(lesson):
+    """V1 reserves nothing for max_tokens (§2.1): lowering it changes no KV use for answers that end anyway."""
+    s5 = bodies(lesson)["s5"]
+    assert "max_tokens`를 짧게" not in s5 and "미리 잡히는 자리가 아닙니다" in s5
+    assert "--max-num-batched-tokens" in s5  # the official remedies: max_num_seqs or max_num_batched_tokens
+
+
+@pytest.mark.django_db
+def test_the_metrics_example_and_the_log_advice_match_todays_v1(lesson):
+    s5 = bodies(lesson)["s5"]
+    lines = re.findall(r"^vllm:\w+\{[^}]*\}", s5, re.M)
+    assert lines and all('engine="0"' in line for line in lines), "real V1 lines carry the engine label"
+    assert "Preemptions: " in s5, "recent V1 may append the count to its stats line: the lesson says so"
+    assert "Optimization and Tuning" in s5, "the official page still shows the V0 warning: the lesson warns"
 
 
 @pytest.mark.django_db
