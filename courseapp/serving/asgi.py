@@ -48,8 +48,10 @@ class ServingApp:
                 await _respond(send, 200, exposition, content_type=metrics.CONTENT_TYPE)
                 return
             method = scope["method"]
-            if path in ("/health", "/ping") and method in ("GET", "POST" if path == "/ping" else "GET"):
-                await _health(served, send)  # unguarded, as vLLM's: a load balancer asks it
+            if path in ("/health", "/ping"):  # unguarded, as vLLM's: a load balancer asks it
+                if method not in ("GET", "POST" if path == "/ping" else "GET"):
+                    raise ApiError(405, f"{method} is not allowed on {path}", code="method_not_allowed")
+                await _health(served, send)
                 return
             _check_key(scope, settings.SERVING_API_KEY)
             rate_limit().check(_caller(scope))
@@ -248,6 +250,9 @@ async def _generate(served: engines.Served, request: protocol.GenerationRequest,
             if gone.is_set():
                 return
             out = [protocol.choice(request, c.index, *await _whole_text(request, engine, c, score_only)) for c in choices]
+            if request.prompt_logprobs is not None:  # vLLM's extra field, beside the choice's text
+                for piece, c in zip(out, choices):
+                    piece["prompt_logprobs"] = await _prompt_logprobs(request, engine, c)
             await _json(send, 200, protocol.response(request, request_id=request_id, created=created, choices=out,
                                                      token_usage=_usage(choices, score_only)))
             for c in choices:
@@ -293,6 +298,15 @@ async def _whole_text(request, engine, c: _Choice, score_only: bool) -> tuple[st
                                                       with_prompt=request.echo)
 
 
+async def _prompt_logprobs(request, engine, c: _Choice) -> list:
+    """vLLM's `prompt_logprobs`: per prompt token, null for the first, else {token id: {logprob,
+    rank, decoded_token}} for the token itself and the k likeliest."""
+    entries = list(c.final.prompt_logprobs or [])
+    wanted = [t for e in entries if e is not None for t in (e[0], *(i for i, _ in e[3]))]
+    strings = await asyncio.to_thread(engine.token_strings, wanted) if wanted else {}
+    return [None if e is None else protocol.vllm_logprob_entry(e, strings) for e in entries]
+
+
 async def _logprobs(request, engine, c: _Choice, first: int, last: int, *, with_prompt: bool) -> dict | None:
     """The logprobs of generated tokens [first, last) (and, under echo, the prompt's), in the
     call's shape; None when none were asked for."""
@@ -336,7 +350,10 @@ async def _stream(request, engine, choices: list[_Choice], send, gone: asyncio.E
             if delta or first or (request.logprobs is not None and upto > c.sent_tokens and output.finished):
                 lp = await _logprobs(request, engine, c, c.sent_tokens, upto, with_prompt=first and request.echo)
                 text = (await _echo_text(engine, c) if first and request.echo else "") + delta
-                await emit(piece(c, text=text, first=first, logprobs=lp))
+                data = piece(c, text=text, first=first, logprobs=lp)
+                if first and request.prompt_logprobs is not None:  # with the first piece, as vLLM sends them
+                    data["choices"][0]["prompt_logprobs"] = await _prompt_logprobs(request, engine, c)
+                await emit(data)
                 c.sent_text, c.sent_tokens, c.started = c.sent_text + delta, upto, True
         if not gone.is_set():
             await emit(piece(c, finish_reason=c.final.finish_reason))

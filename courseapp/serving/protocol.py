@@ -407,6 +407,15 @@ def chat_logprobs(entries: list, strings: dict[int, str]) -> dict:
             "refusal": None}
 
 
+def vllm_logprob_entry(entry, strings: dict[int, str]) -> dict:
+    """One position of vLLM's `prompt_logprobs`: {token id: {logprob, rank, decoded_token}}, the
+    position's own token first, then the likeliest others."""
+    out = {str(entry[0]): {"logprob": _lp(entry[1]), "rank": entry[2], "decoded_token": strings[entry[0]]}}
+    for rank, (token_id, logprob) in enumerate(entry[3], start=1):
+        out.setdefault(str(token_id), {"logprob": _lp(logprob), "rank": rank, "decoded_token": strings[token_id]})
+    return out
+
+
 def completion_logprobs(token_ids: list[int], entries: list, strings: dict[int, str], offset: int = 0) -> dict:
     """Completions' (legacy) `logprobs`: parallel lists over the returned tokens; a position with
     no logprob (the prompt's first token, under echo) has null. top_logprobs holds the k likeliest

@@ -104,6 +104,23 @@ def test_echo_and_logprobs_score_a_prompt_as_lm_eval_asks(server, reference):
         assert body["usage"]["completion_tokens"] == max_tokens and body["usage"]["prompt_tokens"] == len(ids)
 
 
+def test_prompt_logprobs_come_back_in_vllms_shape_without_echo(server, reference):
+    model, tokenizer = reference
+    ids = tokenizer.encode("적립금이 사라졌어요")
+    want = logprobs_of(model, ids)
+    status, body = post(server, "/v1/completions", {"model": "munuibot", "prompt": ids, "max_tokens": 2, "temperature": 0,
+                                                     "prompt_logprobs": 2})
+    assert status == 200, body
+    prompt_lp = body["choices"][0]["prompt_logprobs"]
+    assert prompt_lp[0] is None and len(prompt_lp) == len(ids)
+    for pos in range(1, len(ids)):
+        own = prompt_lp[pos][str(ids[pos])]
+        assert own["logprob"] == pytest.approx(want[pos - 1, ids[pos]].item(), abs=1e-3)
+        assert own["rank"] == int((want[pos - 1] > want[pos - 1, ids[pos]]).sum()) + 1
+        assert str(int(want[pos - 1].argmax())) in prompt_lp[pos]
+    assert body["choices"][0]["text"] and body["choices"][0]["logprobs"] is None
+
+
 def test_a_batch_of_prompts_gives_one_choice_each(server):
     prompts = ["주문 취소는", "환불은 언제", "비밀번호를"]
     done = client(server).completions.create(model="munuibot", prompt=prompts, max_tokens=6, temperature=0)

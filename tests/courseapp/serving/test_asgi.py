@@ -59,3 +59,23 @@ def test_the_metrics_key_guards_the_sites_metrics_and_the_api_key_does_not(monke
     assert refused[0]["status"] == 401 and json.loads(refused[1]["body"])["error"]["code"] == "invalid_api_key"
     assert call("GET", "/metrics", headers=[(b"authorization", b"Bearer scrape-key")])[0]["status"] == 200
     assert call("GET", "/lab/engines/" + "t" * 32 + "/metrics")[0]["status"] == 200, "a lab engine's: its token is the key"
+
+
+def test_health_is_200_when_the_engine_can_serve_and_503_saying_why_when_not(monkeypatch, settings):
+    class Engine:
+        broken = None
+
+        def check_health(self):
+            if self.broken:
+                raise RuntimeError(self.broken)
+
+    engine = Engine()
+    monkeypatch.setattr(engines, "engine_of", lambda served: engine)
+    monkeypatch.setattr(engines, "route", lambda path: (object(), path))
+    settings.SERVING_API_KEY = "secret"  # as vLLM's, /health needs no key
+    sent = call("GET", "/health")
+    assert (sent[0]["status"], sent[1]["body"]) == (200, b"")
+    engine.broken = "the engine stopped: CUDA error"
+    sent = call("GET", "/health")
+    assert sent[0]["status"] == 503 and "the engine stopped: CUDA error" in json.loads(sent[1]["body"])["error"]["message"]
+    assert call("POST", "/health")[0]["status"] == 405
