@@ -24,6 +24,7 @@ SELFCHECK_SLOT = '<div data-directive="selfcheck"></div>'
 _DIRECTIVE_P = re.compile(r"<p>\[\[(diagram ([a-z0-9-]+)|scene ([a-z0-9-]+)|calculator|selfcheck)\]\]</p>")
 _ANY_DIRECTIVE_P = re.compile(r"<p>\[\[([^\]]*)\]\]</p>")
 _HANGUL = re.compile("[\uac00-\ud7a3]")
+_TASK_ITEM = re.compile(r'<li class="task-list-item"><input type="checkbox"\s*/?>\s*(.*?)</li>', re.S)
 _CALLOUTS = {"💡": "tip", "⚠️": "warn", "⭐": "star", "❌": "warn", "✅": "tip"}
 # Where a glossary popover would be noise or invalid HTML.
 _NO_GLOSS = {"a", "button", "code", "pre", "h1", "h2", "h3", "h4", "h5", "h6", "figure", "label", "summary", "script", "style"}
@@ -33,7 +34,10 @@ _GLOSS_IN = {"p", "li", "td", "th", "dd", "blockquote"}
 @lru_cache(maxsize=4096)
 def markdown_to_html(text: str) -> str:
     """Pure in its input, and the same prompts and explanations render on every page view."""
-    return markdown.markdown(text, extensions=["extra", "sane_lists"], output_format="html")
+    html = markdown.markdown(text, extensions=["extra", "sane_lists", "pymdownx.tasklist"],
+                             extension_configs={"pymdownx.tasklist": {"clickable_checkbox": True}}, output_format="html")
+    # A "- [ ]" item is a checkbox the learner can tick; its text is the checkbox's label.
+    return _TASK_ITEM.sub(r'<li class="task-list-item"><label><input type="checkbox"/> \1</label></li>', html)
 
 
 @lru_cache(maxsize=4096)

@@ -297,3 +297,11 @@ def test_glossary_defines_the_terms_the_lesson_uses(lesson):
     everything_said = "\n".join(bodies(lesson).values())
     for slug in ("chunked-prefill", "scheduler", "reference-count", "waiting-queue", "itl", "e2e-latency"):
         assert any(alias in everything_said for alias in terms[slug].aliases), f"{slug}: not used in the lesson"
+
+
+@pytest.mark.django_db
+def test_the_section_6_3_checklist_is_real_checkboxes_each_with_its_label(client):
+    checklist = page(client, "s6").find(id="s6-3").find_next("ul")
+    boxes = checklist.select("li input[type=checkbox]")
+    assert len(boxes) == 9 and all(box.find_parent("label") for box in boxes)
+    assert all(text_of(box.find_parent("label")).strip() for box in boxes), "each box is named by its sentence"
