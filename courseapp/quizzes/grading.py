@@ -73,12 +73,16 @@ def grade_short(key: dict, response: dict) -> Grade:
 def grade_rubric(rubric: list, response: dict) -> Grade:
     """An answer in the learner's own words, checked for each idea of the rubric by keywords
     (patterns on the normalised text). Credit = ideas found / ideas; the feedback names the
-    ideas found and missing, and the model answer is shown at the reveal. A keyword check, not
-    understanding: the card says so."""
+    ideas found and missing, and the model answer is shown at the reveal. An idea's
+    `contradicted_by` patterns catch an answer that states its opposite: that answer gets 0. A
+    keyword check, not understanding: the card says so."""
     given = normalise_text(response["text"])
-    found = [any(re.search(p, given) for p in idea["patterns"]) for idea in rubric]
-    ideas = [{"label": idea["label"], "found": ok} for idea, ok in zip(rubric, found)]
-    return Grade(sum(found) / len(rubric), {"ideas": ideas})
+    # An answer that says the opposite of an idea ("한 건도 빨라진다") holds the misconception the
+    # question is about: no credit, whatever else it names.
+    against = [any(re.search(p, given) for p in idea.get("contradicted_by", [])) for idea in rubric]
+    found = [not no and any(re.search(p, given) for p in idea["patterns"]) for idea, no in zip(rubric, against)]
+    ideas = [{"label": idea["label"], "found": ok, "contradicted": no} for idea, ok, no in zip(rubric, found, against)]
+    return Grade(0.0 if any(against) else sum(found) / len(rubric), {"ideas": ideas})
 
 
 def lcs_length(a: list, b: list) -> int:

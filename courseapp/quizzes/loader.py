@@ -85,7 +85,7 @@ def split_question(data: dict) -> tuple[dict, dict, dict]:
         if not str(data.get("model_answer", "")).strip():
             raise QuestionFileError(f"{slug}: a rubric-graded answer needs a model_answer to show")
         for idea in rubric:
-            for pattern in idea["patterns"]:
+            for pattern in [*idea["patterns"], *idea.get("contradicted_by", [])]:
                 try:
                     re.compile(pattern)
                 except re.error as exc:
@@ -93,7 +93,8 @@ def split_question(data: dict) -> tuple[dict, dict, dict]:
         public = {"long": True, "ideas": len(rubric)}
         key = {
             "answers": [],
-            "rubric": [{"label": str(i["label"]), "patterns": [str(p) for p in i["patterns"]]} for i in rubric],
+            "rubric": [{"label": str(i["label"]), "patterns": [str(p) for p in i["patterns"]],
+                        "contradicted_by": [str(p) for p in i.get("contradicted_by", [])]} for i in rubric],
             "model_answer": str(data["model_answer"]).strip(),
         }
     elif qtype == "short":

@@ -212,6 +212,28 @@ def test_the_model_answer_meets_its_own_rubric_and_a_blank_guess_does_not():
 
 
 @pytest.mark.django_db
+@pytest.mark.parametrize("text", [
+    "한 건도 훨씬 빨라지고, 서버 전체 처리량도 늘어난다. 놀던 빈자리를 다른 요청으로 채우니까.",
+    "내 질문 하나가 더 빨리 끝나. 처리량이 늘고 GPU가 놀던 자리를 채우거든.",
+    "요청 하나의 속도가 빨라집니다. 같은 시간에 처리하는 양도 많아집니다.",
+])
+def test_an_answer_that_states_the_misconception_gets_no_credit_whatever_else_it_names(text):
+    q = Question.objects.get(slug="throughput-explain")
+    grade = grade_short(q.key, {"text": text})
+    assert grade.score == 0.0 and grade.detail["ideas"][0]["contradicted"]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("text", [
+    "내 질문 하나는 빨라지지 않아. 대신 서버 전체 처리량이 늘어. 놀던 빈자리를 다른 요청으로 채우니까.",
+    "한 건의 속도는 그대로고 같은 시간에 끝내는 양이 많아진다. GPU가 쉬는 시간을 다른 요청으로 채운다.",
+])
+def test_a_right_answer_in_other_words_keeps_full_credit(text):
+    q = Question.objects.get(slug="throughput-explain")
+    assert grade_short(q.key, {"text": text}).score == 1.0
+
+
+@pytest.mark.django_db
 def test_an_own_words_answer_lists_the_ideas_found_and_shows_the_model_answer_at_the_reveal(client):
     q = Question.objects.get(slug="throughput-explain")
     partial = "서버 전체 처리량이 늘어난다."
