@@ -217,9 +217,12 @@ def test_continuous_batching_credits_orca_and_does_not_require_paging(lesson):
 
 @pytest.mark.django_db
 def test_the_v1_defaults_box(client):
-    boxes = [text_of(q) for q in page(client, "s0").select(".lesson-body blockquote.callout") if "vLLM V1 기준" in text_of(q)]
+    # In §6, where every term in it has been taught (§0 keeps one sentence pointing there).
+    boxes = [text_of(q) for q in page(client, "s6").select(".lesson-body blockquote.callout") if "vLLM V1 기준" in text_of(q)]
     assert len(boxes) == 1
     text = boxes[0]
+    intro = [text_of(q) for q in page(client, "s0").select(".lesson-body blockquote.callout") if "vLLM V1 기준" in text_of(q)]
+    assert len(intro) == 1 and "chunked prefill" not in intro[0] and "6절" in intro[0]
     for fact in ("16토큰", "--no-enable-prefix-caching", "chunked prefill", "기본으로 켜져", "gpu_cache_usage_perc", "kv_cache_usage_perc"):
         assert fact in text, fact
 
