@@ -118,8 +118,15 @@ class TestShort:
         rubric = [{"label": "KV를 블록 단위로 나눈다", "patterns": ["블록"]}, {"label": "필요할 때 할당한다", "patterns": ["필요할때"]}]
         result = grade_short({"rubric": rubric}, {"text": "KV 캐시를 고정 크기 블록으로 나눕니다."})
         assert result.score == 0.5
-        assert result.detail["ideas"] == [{"label": "KV를 블록 단위로 나눈다", "found": True},
-                                          {"label": "필요할 때 할당한다", "found": False}]  # the feedback lists them
+        assert result.detail["ideas"] == [{"label": "KV를 블록 단위로 나눈다", "found": True, "contradicted": False},
+                                          {"label": "필요할 때 할당한다", "found": False, "contradicted": False}]  # the feedback lists them
+
+    def test_an_answer_that_contradicts_an_idea_gets_nothing(self):
+        rubric = [{"label": "미리 잡지 않는다", "patterns": ["미리잡지않"], "contradicted_by": ["미리잡(는|아)"]},
+                  {"label": "블록으로 나눈다", "patterns": ["블록"]}]
+        result = grade_short({"rubric": rubric}, {"text": "최대 길이만큼 미리 잡아 두고 블록으로 나눈다."})
+        assert result.score == 0.0 and result.detail["ideas"][0]["contradicted"]
+        assert grade_short({"rubric": rubric}, {"text": "미리 잡지 않고 블록으로 나눈다"}).score == 1.0
 
     def test_normalise_keeps_hangul_and_digits(self):
         assert normalise_text("KV 캐시 8,192칸!") == "kv캐시8192칸"
