@@ -308,3 +308,13 @@ def test_the_section_6_3_checklist_is_real_checkboxes_each_with_its_label(client
     boxes = checklist.select("li input[type=checkbox]")
     assert len(boxes) == 9 and all(box.find_parent("label") for box in boxes)
     assert all(text_of(box.find_parent("label")).strip() for box in boxes), "each box is named by its sentence"
+
+
+@pytest.mark.django_db
+def test_a_cached_block_waits_in_the_one_free_queue_not_for_the_pool_to_run_short(lesson):
+    """V1's block pool keeps every free block, cached or not, in one queue in eviction order and
+    allocates from its head (block_pool.get_new_blocks): a cached block goes when its turn comes."""
+    for where, text in everything(lesson):
+        assert "빈 블록이 모자라 풀이" not in text and "빈 블록이 모자랄 때 가장 오래" not in text, where
+    s4_1 = region(lesson, "s4-1")
+    assert "줄 맨 앞" in s4_1 and "kv_cache_usage_perc" in s4_1
