@@ -5,9 +5,9 @@ from datetime import timedelta
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from courseapp.demo.models import DemoRun
 from courseapp.learners.models import Learner, SectionRead, new_seed
 from courseapp.learners.order_seed import request_seed
+from courseapp.learners.signals import guest_merging
 
 SESSION_KEY = "learner_id"
 
@@ -89,8 +89,9 @@ def learner_merge_guest(*, guest_id: int | None, user, seed: str = "") -> Learne
     If the account has no learner yet, the guest's learner simply becomes the account's (or a
     new one is made with `seed`, the order the visitor saw). Otherwise everything the guest did
     moves over: every attempt (history; one whose nonce the account already used for that
-    question gets a fresh nonce), reads not already there, and demo runs (so a running one stays
-    the account's to control); then the guest row is deleted. The account keeps its own seed.
+    question gets a fresh nonce), reads not already there, and what the apps above this one own
+    (demo runs, so a running one stays the account's to control; lab runs and their reports),
+    moved by their receivers of `guest_merging`; then the guest row is deleted. The account keeps its own seed.
     """
     guest = Learner.objects.select_for_update().filter(pk=guest_id, user__isnull=True).first() if guest_id else None
     owned = Learner.objects.select_for_update().filter(user=user).first()
@@ -107,7 +108,7 @@ def learner_merge_guest(*, guest_id: int | None, user, seed: str = "") -> Learne
         if (question_id, nonce) in taken:  # update(), not save(): attempts are otherwise never edited
             guest.attempts.filter(pk=pk).update(nonce=secrets.token_urlsafe(16))
     guest.attempts.update(learner=owned)
-    DemoRun.objects.filter(owner=guest).update(owner=owned)
+    guest_merging.send(sender=Learner, guest=guest, into=owned)  # demo runs, lab runs: their apps move them
     if owned.last_section_id is None and guest.last_section_id is not None:
         owned.last_section_id = guest.last_section_id
         owned.save(update_fields=["last_section"])

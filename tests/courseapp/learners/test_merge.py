@@ -1,8 +1,9 @@
-"""Guest → account merge loses nothing (issue #7 §8): every attempt, and the guest's demo runs."""
+"""Guest → account merge loses nothing (issue #7 §8): every attempt, the guest's demo runs and lab reports."""
 import pytest
 from django.urls import reverse
 
 from courseapp.demo.models import DemoRun
+from courseapp.lab.models import LabRun
 from courseapp.learners.models import Learner
 from courseapp.learners.services import learner_merge_guest
 from courseapp.quizzes.models import Attempt, Question
@@ -59,3 +60,15 @@ def test_logging_in_keeps_a_guest_answer_with_a_nonce_the_account_already_has(cl
     learner = Learner.objects.get(user=user)
     assert sorted(learner.attempts.values_list("score", flat=True)) == [0.0, 1.0, 1.0]
     assert not Learner.objects.filter(user__isnull=True).exists()
+
+
+@pytest.mark.django_db
+def test_a_guests_lab_reports_follow_them_into_the_account_they_log_in_to():
+    """They were deleted with the guest row (CASCADE) when the account already had a learner."""
+    user = UserFactory()
+    owned = LearnerFactory(user=user)
+    guest = LearnerFactory()
+    run = LabRun.objects.create(learner=guest, status=LabRun.Status.FINISHED, knobs={"num_blocks": 512}, report={"x": 1})
+    learner_merge_guest(guest_id=guest.pk, user=user)
+    run.refresh_from_db()
+    assert run.learner == owned and run.report == {"x": 1}
