@@ -4,9 +4,12 @@ import csv
 import io
 import textwrap
 
+from django.utils.translation import gettext as _
+
+from courseapp.lab.reading import reading
+
 COLUMNS = ("실험", "조건", "측정값", "출력 원문")
 NONE = "없음"
-MIN_SAMPLES = 5  # experiment 4 needs this many samples during experiment 2 to show a shape
 
 
 def _ms(seconds) -> str:
@@ -74,79 +77,9 @@ def rows(report: dict) -> list[dict]:
         "measure": "지표를 찾지 못함" if delta is None else f"{_num(p['before'])} → {_num(p['after'])}: 선점 {delta}회",
         "output": "\n".join(preempt_lines(report)) or NONE})
     for row in out:
-        row.update(_reading(row["id"], report))
+        row.update(reading(row["id"], report))
         row["part"], row["section_number"] = row["section"].split("-")[0], row["section"][1:].replace("-", ".")
     return out
-
-
-def _during_2(report: dict) -> list[dict]:
-    """The samples taken while experiment 2 ran (the last one is taken after it, on purpose)."""
-    series = report["series"]
-    return series[:-1] if len(series) > 1 else series
-
-
-def _reading(row_id: str, report: dict) -> dict:
-    """How to read a row: what the lesson predicts (its section) and what this run shows against
-    it, and a warning when this measurement cannot show the point."""
-    one, many = report["single"], report["concurrent"]
-    single = one["tokens_per_s"] or 0.0
-    per = [m["tokens_per_s"] for m in many["requests"]]
-    warning = ""
-    if row_id == "1":
-        return {"section": "s3-3", "warning": "",
-                "reading": f"기준선입니다. 2번의 요청별 속도와 서버 전체 처리량을 이 {single:.1f} 토큰/초와 비교합니다."}
-    if row_id == "2":
-        mean = sum(per) / len(per)
-        gain = many["server_tokens_per_s"] / single if single else 0.0
-        share = mean / single if single else 0.0
-        reading = (f"§3.3의 예측: 함께 돌리면 서버 전체 처리량은 늘고, 한 건의 속도는 그대로이거나 조금 느려진다. "
-                   f"이번 실행: 서버 전체는 1건일 때의 {gain:.1f}배, 요청별 평균은 1건일 때의 {share:.0%}. "
-                   f"{len(per)}건이 같은 길이라 함께 끝나므로 이 표는 '묶어 돌리기'까지만 보여 줍니다. 끝난 자리에 새 요청이 "
-                   f"들어가는 연속 배칭은 데모의 '정적 배칭 vs 연속 배칭' 장면(§3.2)에서 보세요.")
-        if gain < 1.2:
-            warning = (f"서버 전체 처리량이 1건일 때의 {gain:.1f}배에 그쳤습니다: 동시에 돈 요청이 적었을 수 있습니다 "
-                       "(max_num_seqs, KV 풀 크기, 4번의 '실행 중'을 확인하세요).")
-        elif share < 0.75:
-            warning = (f"요청별 속도가 1건일 때의 {share:.0%}로 떨어졌습니다. GPU에서는 한 스텝에 여럿을 태워도 한 스텝 "
-                       "시간이 거의 늘지 않지만, 이 실습 서버는 2코어 CPU라 요청이 늘수록 한 스텝도 길어집니다. "
-                       "그래도 서버 전체 처리량이 늘었다면 §3.3의 요점(처리량이지 한 건의 속도가 아니다)은 그대로입니다.")
-        return {"section": "s3-3", "reading": reading, "warning": warning}
-    if row_id in ("3s", "3t"):
-        pair = report["prefix"]["same" if row_id == "3s" else "time"]
-        first, second = pair
-        cached = second["cached_tokens"] or 0
-        if row_id == "3s":
-            reading = (f"§4.1의 예측: 같은 앞부분은 두 번째 요청부터 캐시에서 꺼내 쓰므로 TTFT가 줄어든다. 이번 실행: 두 번째 요청은 "
-                       f"{_num(second['prompt_tokens'])}토큰 중 {_num(cached)}토큰을 캐시에서 읽었고, TTFT는 {_ms(first['ttft'])} → {_ms(second['ttft'])}.")
-            if not cached:
-                warning = "두 번째 요청도 캐시 0토큰입니다: 프리픽스 캐싱이 꺼져 있으면(enable_prefix_caching) 이렇게 나옵니다."
-            return {"section": "s4-1", "reading": reading, "warning": warning}
-        reading = (f"§4.3의 예측: 프리픽스 캐시는 앞에서부터 한 글자까지 같아야 맞으므로, 맨 앞의 시각이 바뀌면 거의 아무것도 맞지 "
-                   f"않는다. 이번 실행: 두 번째 요청의 캐시 {_num(cached)}토큰.")
-        if 0 < cached <= 32:
-            reading += (" 0이 아닌 까닭: 캐시는 블록(16토큰) 단위로 맞춥니다. 두 요청의 시각이 앞자리(날짜, 시, 분)까지 같아서, "
-                        "처음 글자가 달라지는 블록 앞의 블록만 맞았습니다. 그 뒤 1,500토큰은 모두 다시 계산했습니다.")
-        elif cached > 32:
-            warning = "시각을 앞에 넣었는데도 캐시가 많이 맞았습니다: 두 요청의 앞부분이 정말 달랐는지 확인하세요."
-        return {"section": "s4-3", "reading": reading, "warning": warning}
-    if row_id == "4":
-        during = _during_2(report)
-        running = max((p["running"] or 0 for p in during), default=0)
-        reading = (f"§6.3에서 볼 것: '실행 중'이 2 이상이면 여러 요청이 한 스텝에 함께 돈 것이고(§3.2), '대기'가 0보다 크면 "
-                   f"자리(max_num_seqs)나 블록이 모자라 줄을 선 것입니다. 이번 실행: 실험 2 동안 표본 {len(during)}개, 실행 중 최대 {_num(running)}.")
-        if len(during) < MIN_SAMPLES:
-            warning = (f"실험 2 동안 표본이 {len(during)}개뿐입니다: 실험 2가 표본 간격({report['settings']['sample_every_s']:g}초)보다 "
-                       "빨리 끝났습니다. 간격을 줄이거나 max_tokens를 늘려 다시 돌리세요.")
-        elif running < 2:
-            warning = "실행 중이 2 이상인 표본이 없습니다: 요청들이 한 번에 하나씩 돌았거나, 표본이 그 순간을 놓쳤습니다."
-        return {"section": "s6-3", "reading": reading, "warning": warning}
-    delta = report["preemptions"]["delta"]
-    reading = ("§5.1의 예측: KV 풀이 바닥나면 가장 늦게 들어온 요청을 잠시 빼고(선점), 자리가 나면 다시 잇는다. vLLM V1은 이때 "
-               "로그 줄을 쓰지 않으니 카운터(vllm:num_preemptions_total)가 늘었는지로 봅니다.")
-    if delta == 0:
-        warning = ("선점 0회: 이번 설정에서는 풀이 충분했습니다. 선점을 보려면 KV 풀을 줄여(num_blocks) 다시 돌리세요. "
-                   "'작은 풀' 프리셋은 손잡이 여러 개를 함께 바꾸니, 무엇이 선점을 불렀는지는 하나씩 바꿔 확인하세요.")
-    return {"section": "s5-1", "reading": reading, "warning": warning}
 
 
 def series_text(report: dict) -> str:
@@ -172,7 +105,7 @@ def as_text(report: dict, width: int = 100) -> str:
         out.append(f"■ {row['experiment']}")
         out.append(f"  조건    {row['condition']}")
         out.append(f"  측정값  {row['measure']}")
-        out.append(f"  읽는 법 {row['reading']} (§{row['section_number']})")
+        out.append(f"  {_('How to read it')} {row['reading']} (§{row['section_number']})")
         if row["warning"]:
             out.append(f"  ⚠ {row['warning']}")
         out.append("  출력 원문")

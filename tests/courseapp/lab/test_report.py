@@ -63,7 +63,7 @@ def test_every_row_says_how_to_read_it_and_which_section_it_checks(sample_report
     rows = {r["id"]: r for r in report.rows(sample_report)}
     assert {k: r["section"] for k, r in rows.items()} == {"1": "s3-3", "2": "s3-3", "3s": "s4-1", "3t": "s4-3", "4": "s6-3", "5": "s5-1"}
     assert "서버 전체는 1건일 때의 1.8배, 요청별 평균은 1건일 때의 28%" in rows["2"]["reading"]
-    assert "정적 배칭 vs 연속 배칭" in rows["2"]["reading"]  # 8 equal requests end together: the scene shows the rest
+    assert "정적 배칭 ↔ 연속 배칭" in rows["2"]["reading"]  # 8 equal requests end together: the scene shows the rest
     assert "2코어 CPU" in rows["2"]["warning"], "per-request speed fell below 75 %: the page says why"
     assert "1,536토큰을 캐시에서" in rows["3s"]["reading"] and not rows["3s"]["warning"]
     assert "블록(16토큰) 단위" in rows["3t"]["reading"], "16 cached tokens after the time stamp are explained"
@@ -85,3 +85,13 @@ def test_a_measurement_that_cannot_show_the_point_is_flagged(sample_report):
     assert "프리픽스 캐싱이 꺼져" in _row(sample_report, "3s")["warning"]
     sample_report["concurrent"]["server_tokens_per_s"] = 170.0
     assert "1.1배에 그쳤습니다" in _row(sample_report, "2")["warning"]
+
+
+def test_the_reading_lines_follow_the_interface_language(sample_report):
+    from django.utils import translation
+
+    with translation.override("en"):
+        row = _row(sample_report, "2")
+        assert row["reading"].startswith("§3.3 predicts:") and "2-core CPU" in row["warning"]
+        assert "How to read it §3.3 predicts" in report.as_text(sample_report)
+    assert _row(sample_report, "2")["reading"].startswith("§3.3의 예측")

@@ -223,3 +223,12 @@ def test_progress_polls_while_running_and_asks_for_a_reload_at_the_end(client):
     done = client.get(reverse("lab:progress", args=[run.pk]))
     assert done.status_code == 204 and done["HX-Refresh"] == "true"
     assert "the server answered 400: too long" in client.get(reverse("lab:run", args=[run.pk])).content.decode()
+
+
+@pytest.mark.django_db
+def test_the_lab_page_speaks_the_interface_language(client):
+    ko = client.get(reverse("lab:index")).content.decode()
+    assert "요청 1건: 출력 토큰/초" in ko and "같은 요청 8건 동시" in ko
+    client.post(reverse("set_language"), {"language": "en", "next": reverse("lab:index")})
+    en = client.get(reverse("lab:index")).content.decode()
+    assert "One request alone: its output tokens per second" in en and "요청 1건" not in en
