@@ -19,16 +19,16 @@ INQUIRIES = [
 BASE = dict(block_size=16, num_blocks=128, max_num_seqs=8, max_num_batched_tokens=256,
             enable_prefix_caching=True, preemption_mode="recompute", scheduling="continuous", max_model_len=1024)
 
-# Titles and lane labels are marked for translation here and translated when a run starts or a
-# page shows them (Korean msgids: the scene names of the Korean lesson); the summaries stay
-# Korean, like the lesson they point back to.
+# Titles, lane labels and summaries are marked for translation here and translated when a run
+# starts or a page shows them (Korean msgids: the scene names and instructions of the Korean
+# lesson; English in locale/en).
 PRESETS = {
     "reservation": {
         "title": gettext_noop("최대 길이 예약 ↔ 블록 단위"),
         "section": "s1-2",
         # 240 blocks: a 1,024-token reservation is 64 blocks, so 3 fit; six real requests (≈600
         # tokens, 38 blocks each) all fit paged, with no preemption muddying the comparison.
-        "summary": "같은 요청 6건, 같은 KV 풀(블록 240개). 왼쪽은 요청마다 max-model-len(1,024토큰)만큼 블록을 미리 잡고, 오른쪽은 쓴 만큼만 블록을 받습니다. 동시에 몇 건이 들어가는지, 다 끝나는 데 몇 스텝이 걸리는지 보세요.",
+        "summary": gettext_noop("같은 요청 6건, 같은 KV 풀(블록 240개). 왼쪽은 요청마다 max-model-len(1,024토큰)만큼 블록을 미리 잡고, 오른쪽은 쓴 만큼만 블록을 받습니다. 동시에 몇 건이 들어가는지, 다 끝나는 데 몇 스텝이 걸리는지 보세요."),
         "lanes": [
             {"name": "reserve", "label": gettext_noop("최대 길이 예약"), "config": {**BASE, "num_blocks": 240, "kv_reservation": "max_len", "enable_prefix_caching": False}},
             {"name": "paged", "label": gettext_noop("블록 단위(PagedAttention)"), "config": {**BASE, "num_blocks": 240, "enable_prefix_caching": False}},
@@ -40,7 +40,7 @@ PRESETS = {
         "section": "s3-2",
         # A budget that takes four whole prompts in one step and no prefix caching: both lanes
         # differ only in scheduling, and a batch of 4 starts together as in figure 3.2.
-        "summary": "같은 요청 A~G를 한 번에 4건씩(프리픽스 캐싱은 두 쪽 모두 끔). 정적 배칭은 배치가 다 끝나야 다음을 넣고, 연속 배칭은 스텝마다 빈자리를 채웁니다. 스텝 수와 빈 자리(·)를 비교하세요.",
+        "summary": gettext_noop("같은 요청 A~G를 한 번에 4건씩(프리픽스 캐싱은 두 쪽 모두 끔). 정적 배칭은 배치가 다 끝나야 다음을 넣고, 연속 배칭은 스텝마다 빈자리를 채웁니다. 스텝 수와 빈 자리(·)를 비교하세요."),
         "lanes": [
             {"name": "static", "label": gettext_noop("정적 배칭"), "config": {**BASE, "num_blocks": 192, "max_num_seqs": 4, "max_num_batched_tokens": 2400, "enable_prefix_caching": False, "scheduling": "static"}},
             {"name": "continuous", "label": gettext_noop("연속 배칭"), "config": {**BASE, "num_blocks": 192, "max_num_seqs": 4, "max_num_batched_tokens": 2400, "enable_prefix_caching": False}},
@@ -53,7 +53,7 @@ PRESETS = {
     "concurrency": {
         "title": gettext_noop("1건 ↔ 8건 동시"),
         "section": "s3-3",
-        "summary": "왼쪽은 요청 1건, 오른쪽은 같은 요청 8건을 동시에. 요청 하나의 속도(tok/s)와 서버 전체의 처리량을 비교하세요.",
+        "summary": gettext_noop("왼쪽은 요청 1건, 오른쪽은 같은 요청 8건을 동시에. 요청 하나의 속도(tok/s)와 서버 전체의 처리량을 비교하세요."),
         "lanes": [
             {"name": "one", "label": gettext_noop("1건"), "config": {**BASE}},
             {"name": "eight", "label": gettext_noop("8건 동시"), "config": {**BASE}},
@@ -66,7 +66,7 @@ PRESETS = {
     "prefix-caching": {
         "title": gettext_noop("프리픽스 캐싱"),
         "section": "s4-3",
-        "summary": "긴 공통 시스템 프롬프트로 2번(A, B), 이어서 맨 앞에 현재 시각을 넣고 2번(C, D). 왼쪽은 캐싱을 켠 엔진, 오른쪽은 끈 엔진입니다. 공유 블록(참조 수 2 이상), 타임라인의 ★, 계산한 프롬프트 토큰 수를 비교하세요.",
+        "summary": gettext_noop("긴 공통 시스템 프롬프트로 2번(A, B), 이어서 맨 앞에 현재 시각을 넣고 2번(C, D). 왼쪽은 캐싱을 켠 엔진, 오른쪽은 끈 엔진입니다. 공유 블록(참조 수 2 이상), 타임라인의 ★, 계산한 프롬프트 토큰 수를 비교하세요."),
         "lanes": [
             {"name": "cache", "label": gettext_noop("프리픽스 캐싱 켬"), "config": {**BASE, "num_blocks": 192}},
             {"name": "nocache", "label": gettext_noop("프리픽스 캐싱 끔"), "config": {**BASE, "num_blocks": 192, "enable_prefix_caching": False}},
@@ -76,7 +76,7 @@ PRESETS = {
     "preemption": {
         "title": gettext_noop("KV 캐시가 꽉 차면 — 선점"),
         "section": "s5-1",
-        "summary": "풀이 작은데(블록 56개) 긴 답을 6건 동시에. 답이 길어지며 블록이 모자라면 가장 늦게 들어온 요청이 밀려납니다(선점). 타임라인의 ✕와 로그를 보세요.",
+        "summary": gettext_noop("풀이 작은데(블록 56개) 긴 답을 6건 동시에. 답이 길어지며 블록이 모자라면 가장 늦게 들어온 요청이 밀려납니다(선점). 타임라인의 ✕와 로그를 보세요."),
         "lanes": [{"name": "small", "label": gettext_noop("작은 풀"), "config": {**BASE, "num_blocks": 56, "max_num_seqs": 6}}],
         "requests": [{"at": 0, "user": q, "max_tokens": 96, "ignore_eos": True} for q in INQUIRIES[:6]],
     },
@@ -95,7 +95,7 @@ def spec_for(name: str, *, system_prompt: str, now) -> dict:
     preset = deepcopy(PRESETS[name])
     for lane in preset["lanes"]:
         lane["label"] = _(lane["label"])  # in the language of whoever starts it
-    spec = {"preset": name, "title": _(preset["title"]), "section": preset["section"], "summary": preset["summary"],
+    spec = {"preset": name, "title": _(preset["title"]), "section": preset["section"], "summary": _(preset["summary"]),
             "lanes": preset["lanes"], "system": system_prompt, "open": False}
     if preset.get("requests") == "prefix":
         # Each request is stamped with the second it is sent, as the lesson's §6 lab does. The

@@ -89,7 +89,7 @@ def demo_index(request):
     preset = presets.PRESETS[name]
     context = {
         "run": None, "preset": name, "paused": request.GET.get("paused") == "1",
-        "spec": {"title": _(preset["title"]), "summary": preset["summary"], "section": preset["section"], "open": False},
+        "spec": {"title": _(preset["title"]), "summary": _(preset["summary"]), "section": preset["section"], "open": False},
         "section_url": presets.section_path(preset["section"]),
         "can_control": True,  # whoever starts it owns it
         "can_submit": False,

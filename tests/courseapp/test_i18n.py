@@ -19,3 +19,12 @@ def test_set_language_switches_the_ui_to_english(client):
     assert '<html lang="en">' in html
     assert "Glossary" in html
     assert "PagedAttention" in html and "블록" in html  # lesson text is still Korean
+
+
+@pytest.mark.django_db
+def test_the_demo_scenes_instructions_follow_the_interface_language(client):
+    ko = client.get(reverse("demo:index")).content.decode()
+    assert "같은 요청 A~G를 한 번에 4건씩" in ko
+    client.post(reverse("set_language"), {"language": "en", "next": reverse("demo:index")})
+    en = client.get(reverse("demo:index")).content.decode()
+    assert "continuous batching fills a free seat at every step" in en and "같은 요청 A~G" not in en
