@@ -10,6 +10,8 @@ run's own engine, or a learner's real vLLM — the way a learner's measuring scr
     4. during 2, /metrics every `sample_every_s` (0.1 s: §6 says every second, but on a small
        model experiment 2 can be over in one): running, waiting, KV cache usage (0–1)
     5. vllm:num_preemptions_total just before and after 2, and the server's log lines
+    and, beyond §6's five, a sweep: the request sent 1, 2, 4, 8 and 16 times at once, each
+    level's per-request and server tokens/s (the latency–throughput picture of §3.3)
 
 Temperature 0 and `max_tokens` fixed; TTFT is measured from the stream (the first chunk that
 carries text). No Django here: the lab page and `manage.py run_lab` both call `run()`.
@@ -25,6 +27,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from engine.training.corpus import LONG_SYSTEM_PROMPT, SYSTEM_PROMPT
 
+SWEEP_LEVELS = (1, 2, 4, 8, 16)
 QUESTION = ("지난주 화요일에 주문한 러닝화(주문번호 20261124-0457)가 아직 도착하지 않았습니다. 송장 조회를 하면 "
             "사흘째 '배송 중'으로만 나와요. 이번 주 토요일에 마라톤 대회가 있어서 그 전에 꼭 받아야 하는데, 언제쯤 "
             "받을 수 있을까요? 늦어진다면 배송지를 회사로 바꾸는 것도 가능한지 알려 주세요.")
@@ -169,7 +172,7 @@ class Lab:
         s = self.settings
         if s.concurrency < 1 or s.max_tokens < 1:
             raise LabError("concurrency and max_tokens must be at least 1")
-        self.progress.total = 2 + s.concurrency + 4
+        self.progress.total = 2 + s.concurrency + 4 + len(SWEEP_LEVELS)
         report = {"settings": {k: v for k, v in asdict(s).items() if k != "api_key"},
                   "started_at": datetime.now().astimezone().isoformat(timespec="seconds")}
         base = s.base_url.rstrip("/")
@@ -207,6 +210,7 @@ class Lab:
                          f"after {after['preemptions']:g} → {preempted} preemption(s)")
 
             pairs = await self._shared_prefix(api, t0)
+            sweep = await self._sweep(api, user, t0)
             logs = self._logs(lab_wall_start, window)
 
         report.update(
@@ -214,7 +218,7 @@ class Lab:
             warmup=warm.to_dict(), single=one.to_dict(),
             concurrent={"requests": [m.to_dict() for m in many], "span_s": span, "total_tokens": total,
                         "server_tokens_per_s": total / span if span else 0.0},
-            prefix=pairs, series=series,
+            prefix=pairs, series=series, sweep=sweep,
             preemptions={"before": before.get("preemptions"), "after": after.get("preemptions"), "delta": preempted},
             logs=logs, metric_names=dict(self.metric_names), script=list(self.script))
         return report
@@ -263,6 +267,21 @@ class Lab:
         span = max(m.started + m.elapsed for m in many) - min(m.started for m in many)
         series.append(await point())  # once more after the last answer: the queue has drained
         return series, list(many), span
+
+    async def _sweep(self, api, user, t0) -> list[dict]:
+        """The same request 1, 2, 4, 8, 16 times at once: how one request's speed and the
+        server's total move as more share the engine (§3.3's picture, measured)."""
+        levels = []
+        for n in SWEEP_LEVELS:
+            many = await asyncio.gather(*(self._ask(api, f"x{n}-{i + 1}", user, t0) for i in range(n)))
+            span = max(m.started + m.elapsed for m in many) - min(m.started for m in many)
+            total = sum(m.completion_tokens for m in many)
+            per = sum(m.tokens_per_s for m in many) / n
+            levels.append({"concurrency": n, "per_request_tokens_per_s": per,
+                           "server_tokens_per_s": total / span if span else 0.0, "span_s": span})
+            self.say(f"[sweep] {n} at once: {per:.1f} tok/s per request, {levels[-1]['server_tokens_per_s']:.1f} tok/s in all")
+            self._advance(f"동시 요청 수 {n}")
+        return levels
 
     async def _shared_prefix(self, api, t0) -> dict:
         """Two requests with the same long system prompt, then two with the time at its front.

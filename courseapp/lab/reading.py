@@ -82,6 +82,21 @@ def reading(row_id: str, report: dict) -> dict:
         elif running < 2:
             warning = _("No sample shows 2 or more running: the requests ran one at a time, or the samples missed it.")
         return {"section": "s6-3", "reading": text, "warning": warning}
+    if row_id == "6":
+        levels = report["sweep"]
+        first, last = levels[0], levels[-1]
+        gain = last["server_tokens_per_s"] / first["server_tokens_per_s"] if first["server_tokens_per_s"] else 0.0
+        share = last["per_request_tokens_per_s"] / first["per_request_tokens_per_s"] if first["per_request_tokens_per_s"] else 0.0
+        text = _("§3.3 as a curve: as more requests share the engine, the server's total should climb while each "
+                 "request's speed stays near its speed alone, until the engine is full. This run: from %(a)d to %(b)d at "
+                 "once, the total went ×%(gain).1f and each request's speed to %(share)s.") % {
+                     "a": first["concurrency"], "b": last["concurrency"], "gain": gain, "share": f"{share:.0%}"}
+        peak = max(levels, key=lambda lv: lv["server_tokens_per_s"])
+        warning = ""
+        if peak is not last:
+            warning = _("The total stopped growing after %(n)d at once: the engine (or this 2-core CPU) was full there; "
+                        "more requests only queue.") % {"n": peak["concurrency"]}
+        return {"section": "s3-3", "reading": text, "warning": warning}
     delta = report["preemptions"]["delta"]
     text = _("§5.1 predicts: when the KV pool runs out, the latest request is set aside (preempted) and resumed when "
              "room frees. vLLM V1's scheduler writes no warning for it, so look at whether the counter "

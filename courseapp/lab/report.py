@@ -76,6 +76,15 @@ def rows(report: dict) -> list[dict]:
         "condition": f"실험 2 직전·직후 {names.get('preemptions', 'vllm:num_preemptions_total')}",
         "measure": "지표를 찾지 못함" if delta is None else f"{_num(p['before'])} → {_num(p['after'])}: 선점 {delta}회",
         "output": "\n".join(preempt_lines(report)) or NONE})
+    if report.get("sweep"):  # reports from before the sweep have none
+        levels = report["sweep"]
+        out.append({
+            "id": "6", "experiment": "6. 동시 요청 수를 늘려 가며",
+            "condition": f"같은 요청을 {'·'.join(str(lv['concurrency']) for lv in levels)}건씩 동시에, {fixed}",
+            "measure": "; ".join(f"{lv['concurrency']}건: 요청별 {lv['per_request_tokens_per_s']:.1f}, 전체 {lv['server_tokens_per_s']:.1f} 토큰/초"
+                                 for lv in levels),
+            "output": "동시 | 요청별 토큰/초 | 서버 전체 토큰/초\n" + "\n".join(
+                f"{lv['concurrency']} | {lv['per_request_tokens_per_s']:.1f} | {lv['server_tokens_per_s']:.1f}" for lv in levels)})
     for row in out:
         row.update(reading(row["id"], report))
         row["part"], row["section_number"] = row["section"].split("-")[0], row["section"][1:].replace("-", ".")

@@ -73,10 +73,52 @@ def chart(report: dict, width: int = 640, height: int = 240) -> Chart | None:
 
 
 @dataclass
+class SweepChart:
+    width: int
+    height: int
+    left: int
+    right: int
+    top: int
+    bottom: int
+    server: str  # polyline points: the server's total tokens/s
+    per_request: str  # each request's tokens/s
+    points: list  # (x, y server, y per request, level, server, per request) for the markers
+    x_ticks: list  # (x, label)
+    y_ticks: list  # (y, label)
+
+
+def sweep_chart(report: dict, width: int = 640, height: int = 240) -> SweepChart | None:
+    """The sweep's two lines over the number of requests at once (evenly spaced: 1, 2, 4, 8, 16)."""
+    levels = report.get("sweep") or []
+    if not levels:
+        return None
+    left, right, top, bottom = 56, width - 16, 12, height - 34
+    y_max = max(lv["server_tokens_per_s"] for lv in levels) or 1.0
+
+    def x(i):
+        return left + (right - left) * i / max(1, len(levels) - 1)
+
+    def y(value):
+        return bottom - (bottom - top) * value / y_max
+
+    marks = [(x(i), y(lv["server_tokens_per_s"]), y(lv["per_request_tokens_per_s"]), lv["concurrency"],
+              lv["server_tokens_per_s"], lv["per_request_tokens_per_s"]) for i, lv in enumerate(levels)]
+    return SweepChart(
+        width, height, left, right, top, bottom,
+        server=" ".join(f"{m[0]:.1f},{m[1]:.1f}" for m in marks),
+        per_request=" ".join(f"{m[0]:.1f},{m[2]:.1f}" for m in marks),
+        points=marks,
+        x_ticks=[(m[0], str(m[3])) for m in marks],
+        y_ticks=[(y(y_max * i / 4), f"{y_max * i / 4:,.0f}") for i in range(5)],
+    )
+
+
+@dataclass
 class ReportView:
     run: LabRun
     rows: list
     chart: Chart | None
+    sweep_chart: SweepChart | None
     stats_log: str  # the lines, as the log shows them ("" when none)
     preempt_log: str
     script: str
@@ -87,5 +129,5 @@ def report_view(run: LabRun) -> ReportView | None:
     if not run.report:
         return None
     r = run.report
-    return ReportView(run, lab_report.rows(r), chart(r), "\n".join(lab_report.stats_lines(r)),
+    return ReportView(run, lab_report.rows(r), chart(r), sweep_chart(r), "\n".join(lab_report.stats_lines(r)),
                       "\n".join(lab_report.preempt_lines(r)), "\n".join(r["script"]), lab_report.launch_command(r))

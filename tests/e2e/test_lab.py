@@ -17,11 +17,12 @@ from tests.e2e.test_axe import violations
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
-TITLES = ["1. 요청 1건", "2. 같은 요청 8건 동시", "3a. 긴 공통 시스템 프롬프트 ×2", "3b. 맨 앞에 현재 시각 ×2", "4. /metrics 시계열", "5. 선점"]
+TITLES = ["1. 요청 1건", "2. 같은 요청 8건 동시", "3a. 긴 공통 시스템 프롬프트 ×2", "3b. 맨 앞에 현재 시각 ×2", "4. /metrics 시계열", "5. 선점",
+          "6. 동시 요청 수를 늘려 가며"]
 
 
 @pytest.fixture(scope="module")
-def lab_server(django_db_blocker):
+def lab_server(django_db_setup, django_db_blocker):
     # Short answers keep it quick; /metrics sampled often so experiment 2 has a series.
     with django_db_blocker.unblock():
         proc, url, log = start_daphne({"LAB_MAX_TOKENS": "16", "LAB_SAMPLE_EVERY_S": "0.1"})
@@ -49,6 +50,7 @@ def test_the_lab_page_runs_five_experiments_and_reports_them(browser, lab_server
     series = page.locator(".lab-series tbody tr")
     assert series.count() >= 2, "experiment 2 was sampled"
     assert page.locator(".lab-chart svg polyline.running").get_attribute("points")
+    assert len(page.locator(".lab-chart svg polyline.server").get_attribute("points").split()) == 5, "the sweep's chart"
     assert "Engine 000: Avg prompt throughput:" in page.locator(".lab-log").first.inner_text()
     assert "vllm serve engine/models/munuibot-tiny" in page.locator(".lab-launch").inner_text()
     assert "--max-num-seqs 32" in page.locator(".lab-launch").inner_text()
@@ -57,7 +59,7 @@ def test_the_lab_page_runs_five_experiments_and_reports_them(browser, lab_server
     with page.expect_download() as caught:
         page.get_by_role("link", name="CSV").click()
     table = list(csv.reader(io.StringIO(Path(caught.value.path()).read_text(encoding="utf-8-sig"))))
-    assert table[0] == ["실험", "조건", "측정값", "출력 원문"] and [r[0] for r in table[1:7]] == TITLES
+    assert table[0] == ["실험", "조건", "측정값", "출력 원문"] and [r[0] for r in table[1:8]] == TITLES
     with page.expect_download() as caught:
         page.get_by_role("link", name="JSON").click()
     data = json.loads(Path(caught.value.path()).read_text(encoding="utf-8"))

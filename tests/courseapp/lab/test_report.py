@@ -95,3 +95,25 @@ def test_the_reading_lines_follow_the_interface_language(sample_report):
         assert row["reading"].startswith("§3.3 predicts:") and "2-core CPU" in row["warning"]
         assert "How to read it §3.3 predicts" in report.as_text(sample_report)
     assert _row(sample_report, "2")["reading"].startswith("§3.3의 예측")
+
+
+def _with_sweep(rep, servers=(160.0, 290.0, 520.0, 900.0, 1100.0), pers=(160.0, 150.0, 140.0, 120.0, 70.0)):
+    rep["sweep"] = [{"concurrency": n, "server_tokens_per_s": s, "per_request_tokens_per_s": p, "span_s": 1.0}
+                    for n, s, p in zip((1, 2, 4, 8, 16), servers, pers)]
+    return rep
+
+
+def test_the_sweep_is_a_sixth_row_with_its_reading_and_a_chart(sample_report):
+    from courseapp.lab.selectors import sweep_chart
+
+    rep = _with_sweep(sample_report)
+    row = _row(rep, "6")
+    assert row["condition"].startswith("같은 요청을 1·2·4·8·16건씩 동시에")
+    assert "16건: 요청별 70.0, 전체 1100.0 토큰/초" in row["measure"] and "16 | 70.0 | 1100.0" in row["output"]
+    assert "×6.9" in row["reading"] and "44%" in row["reading"] and not row["warning"]
+    chart = sweep_chart(rep)
+    assert [label for _, label in chart.x_ticks] == ["1", "2", "4", "8", "16"]
+    assert len(chart.server.split()) == 5 and chart.points[-1][1] == chart.top  # the highest total at the top
+    rep = _with_sweep(sample_report, servers=(160.0, 290.0, 520.0, 600.0, 580.0))
+    assert "8" in _row(rep, "6")["warning"], "the total stopped growing at 8: the page says so"
+    assert sweep_chart({"series": []}) is None
