@@ -224,20 +224,29 @@ def _logit_bias(body: dict) -> dict | None:
     return out
 
 
-def parse_request(raw: bytes, *, chat: bool, served_model: str) -> GenerationRequest:
-    """The body of a completions call, checked; ApiError (400/404) naming what is wrong."""
+def _json_object(raw: bytes) -> dict:
     try:
         body = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise bad(f"the request body is not valid JSON ({type(exc).__name__})") from None
     if not isinstance(body, dict):
         raise bad("the request body must be a JSON object")
-    model = body.get("model")
-    if not isinstance(model, str) or not model:
-        raise bad("'model' is required", "model")
+    return body
+
+
+def _check_model(model, served_model: str) -> None:
     if model != served_model:
         raise ApiError(404, f"The model '{model}' does not exist; this server serves '{served_model}'.",
                        type="not_found_error", param="model", code="model_not_found")
+
+
+def parse_request(raw: bytes, *, chat: bool, served_model: str) -> GenerationRequest:
+    """The body of a completions call, checked; ApiError (400/404) naming what is wrong."""
+    body = _json_object(raw)
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise bad("'model' is required", "model")
+    _check_model(model, served_model)
     _refuse_unsupported(body, chat)
     stream_options = body.get("stream_options") or {}
     if not isinstance(stream_options, dict):
@@ -289,16 +298,9 @@ def _top_k(body: dict) -> int:
 def parse_tokens_request(raw: bytes, *, detokenize: bool, served_model: str) -> dict:
     """vLLM's /tokenize body ({prompt} or {messages}, add_special_tokens, add_generation_prompt,
     return_token_strs) or /detokenize body ({tokens}); `model` is optional, as in vLLM."""
-    try:
-        body = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        raise bad(f"the request body is not valid JSON ({type(exc).__name__})") from None
-    if not isinstance(body, dict):
-        raise bad("the request body must be a JSON object")
-    model = body.get("model")
-    if model is not None and model != served_model:
-        raise ApiError(404, f"The model '{model}' does not exist; this server serves '{served_model}'.",
-                       type="not_found_error", param="model", code="model_not_found")
+    body = _json_object(raw)
+    if body.get("model") is not None:
+        _check_model(body["model"], served_model)
     known = {"model", "tokens"} if detokenize else {"model", "prompt", "messages", "add_special_tokens",
                                                        "add_generation_prompt", "return_token_strs"}
     for name in body:
