@@ -3,6 +3,7 @@ attempts. Every read is scoped: an instructor reaches only classes they teach, a
 only through a class they belong to."""
 from dataclasses import dataclass
 
+from courseapp.chart_frame import ChartFrame
 from courseapp.instructor.models import Cohort, Membership
 from courseapp.learners.selectors import scores_by_learner
 from courseapp.lessons.outline import outline_for
@@ -207,13 +208,7 @@ def progress_by_day(cohort: Cohort) -> tuple[list, list[ProgressDay]]:
 
 
 @dataclass
-class ProgressChart:
-    width: int
-    height: int
-    left: int
-    right: int
-    top: int
-    bottom: int
+class ProgressChart(ChartFrame):
     bars: list  # (x, y, w, h, label)
     lines: list  # (objective order, points)
     x_labels: list  # (x, label)

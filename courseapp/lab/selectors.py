@@ -2,6 +2,7 @@
 a report's /metrics series as chart geometry for the page's SVG."""
 from dataclasses import dataclass
 
+from courseapp.chart_frame import ChartFrame
 from courseapp.lab import report as lab_report
 from courseapp.lab.models import LabRun
 
@@ -27,13 +28,7 @@ def queue_place(run: LabRun) -> int:
 
 
 @dataclass
-class Chart:
-    width: int
-    height: int
-    left: int
-    right: int
-    top: int
-    bottom: int
+class Chart(ChartFrame):
     count_max: int
     t_max: float
     running: str  # polyline points
@@ -73,13 +68,7 @@ def chart(report: dict, width: int = 640, height: int = 240) -> Chart | None:
 
 
 @dataclass
-class SweepChart:
-    width: int
-    height: int
-    left: int
-    right: int
-    top: int
-    bottom: int
+class SweepChart(ChartFrame):
     server: str  # polyline points: the server's total tokens/s
     per_request: str  # each request's tokens/s
     points: list  # (x, y server, y per request, level, server, per request) for the markers
