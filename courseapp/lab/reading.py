@@ -3,15 +3,10 @@ against it, and a warning when the measurement cannot show the point (issue #30)
 translatable (English msgids, Korean in locale/ko)."""
 from django.utils.translation import gettext as _
 
+from courseapp.lab.formats import ms as _ms
+from courseapp.lab.formats import num as _num
+
 MIN_SAMPLES = 5  # experiment 4 needs this many samples during experiment 2 to show a shape
-
-
-def _num(value) -> str:
-    return "-" if value is None else (f"{value:,.0f}" if float(value).is_integer() else f"{value:,.2f}")
-
-
-def _ms(seconds) -> str:
-    return "-" if seconds is None else f"{seconds * 1000:,.0f} ms"
 
 
 def during_2(report: dict) -> list[dict]:

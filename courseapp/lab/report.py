@@ -6,20 +6,12 @@ import textwrap
 
 from django.utils.translation import gettext as _
 
+from courseapp.lab.formats import ms as _ms
+from courseapp.lab.formats import num as _num
 from courseapp.lab.reading import reading
 
 COLUMNS = ("실험", "조건", "측정값", "출력 원문")
 NONE = "없음"
-
-
-def _ms(seconds) -> str:
-    return "-" if seconds is None else f"{seconds * 1000:,.0f} ms"
-
-
-def _num(value, digits: int = 2) -> str:
-    if value is None:
-        return "-"
-    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.{digits}f}"
 
 
 def _outputs(measured: list[dict]) -> str:
