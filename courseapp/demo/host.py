@@ -365,6 +365,13 @@ class ServingRefused(ValueError):
         self.param = param
 
 
+def check_token_ids(ids: list[int], vocab: int, param: str) -> None:
+    """ServingRefused naming `param` for the first id outside 0 … vocab − 1."""
+    bad = next((t for t in ids if not 0 <= t < vocab), None)
+    if bad is not None:
+        raise ServingRefused(f"token id {bad} is out of the vocabulary (0 to {vocab - 1})", param)
+
+
 class ServingEngine:
     """The engine behind the OpenAI-compatible API (courseapp/serving): the served model with a
     KV pool of its own, stepping in its own thread (engine.engine_loop.EngineLoop); requests come
@@ -413,18 +420,12 @@ class ServingEngine:
         if messages is not None:
             return engine.encode_chat(messages, add_generation_prompt=add_generation_prompt)
         if isinstance(prompt, list):
-            vocab = engine.vocab_size
-            bad = next((t for t in prompt if not 0 <= t < vocab), None)
-            if bad is not None:
-                raise ServingRefused(f"token id {bad} is out of the vocabulary (0 to {vocab - 1})", "prompt")
+            check_token_ids(prompt, engine.vocab_size, "prompt")
             return list(prompt)
         return engine.tokenizer.encode(prompt, add_special_tokens=add_special_tokens)
 
     def detokenize(self, ids: list[int]) -> str:
-        vocab = self.engine.vocab_size
-        bad = next((t for t in ids if not 0 <= t < vocab), None)
-        if bad is not None:
-            raise ServingRefused(f"token id {bad} is out of the vocabulary (0 to {vocab - 1})", "tokens")
+        check_token_ids(ids, self.engine.vocab_size, "tokens")
         return self.engine.tokenizer.decode(ids)
 
     def token_strings(self, ids: list[int]) -> dict[int, str]:

@@ -143,13 +143,10 @@ class RemoteEngine:
         return {i: chat_prompt.decode(self.model, [i]) for i in set(ids)}
 
     def _check_ids(self, ids: list[int], param: str) -> None:
-        from courseapp.demo.host import ServingRefused
+        from courseapp.demo.host import check_token_ids
         from engine import chat_prompt
 
-        vocab = chat_prompt.vocab_size(self.model)
-        bad = next((t for t in ids if not 0 <= t < vocab), None)
-        if bad is not None:
-            raise ServingRefused(f"token id {bad} is out of the vocabulary (0 to {vocab - 1})", param)
+        check_token_ids(ids, chat_prompt.vocab_size(self.model), param)
 
 
 def worker_snapshots() -> list[tuple[str, SimpleNamespace]]:
