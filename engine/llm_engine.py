@@ -21,7 +21,12 @@ logger = logging.getLogger("engine")
 
 
 class RequestError(ValueError):
-    """A request the engine refuses before doing any work; the message names the limit."""
+    """A request the engine refuses before doing any work; the message names the limit, `param`
+    the parameter at fault when one is."""
+
+    def __init__(self, message: str, param: str | None = None):
+        super().__init__(message)
+        self.param = param
 
 
 class EngineStalled(RuntimeError):
@@ -86,7 +91,7 @@ class LLMEngine:
             )
         outside = [t for t in (params.logit_bias or {}) if not 0 <= t < self.vocab_size]
         if outside:
-            raise RequestError(f"logit_bias names token ids outside the vocabulary (0 to {self.vocab_size - 1}): {outside[:5]}")
+            raise RequestError(f"logit_bias names token ids outside the vocabulary (0 to {self.vocab_size - 1}): {outside[:5]}", "logit_bias")
         request_id = request_id or f"req-{next(self._ids)}"
         if request_id in self.requests and not self.requests[request_id].status.finished:
             raise RequestError(f"request id {request_id!r} is already in use")

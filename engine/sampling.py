@@ -11,7 +11,11 @@ import torch
 
 
 class SamplingError(ValueError):
-    pass
+    """A parameter out of its range; `param` names it (the API's 400 says which)."""
+
+    def __init__(self, message: str, param: str | None = None):
+        super().__init__(message)
+        self.param = param
 
 
 @dataclass(slots=True)
@@ -38,27 +42,27 @@ class SamplingParams:
             self.stop = [self.stop]
         for name in ("presence_penalty", "frequency_penalty"):
             if not -2.0 <= getattr(self, name) <= 2.0:
-                raise SamplingError(f"{name} must be in [-2, 2], got {getattr(self, name)}")
+                raise SamplingError(f"{name} must be in [-2, 2], got {getattr(self, name)}", name)
         if not self.repetition_penalty > 0:
-            raise SamplingError(f"repetition_penalty must be > 0, got {self.repetition_penalty}")
+            raise SamplingError(f"repetition_penalty must be > 0, got {self.repetition_penalty}", "repetition_penalty")
         if not 0.0 <= self.min_p <= 1.0:
-            raise SamplingError(f"min_p must be in [0, 1], got {self.min_p}")
+            raise SamplingError(f"min_p must be in [0, 1], got {self.min_p}", "min_p")
         if not isinstance(self.min_tokens, int) or self.min_tokens < 0:
-            raise SamplingError(f"min_tokens must be an integer ≥ 0, got {self.min_tokens!r}")
+            raise SamplingError(f"min_tokens must be an integer ≥ 0, got {self.min_tokens!r}", "min_tokens")
         for name in ("logprobs", "prompt_logprobs"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value < 0):
-                raise SamplingError(f"{name} must be an integer ≥ 0, got {value!r}")
+                raise SamplingError(f"{name} must be an integer ≥ 0, got {value!r}", name)
         if self.logit_bias:
             self.logit_bias = {int(k): float(v) for k, v in self.logit_bias.items()}
         if not isinstance(self.max_tokens, int) or self.max_tokens <= 0:
-            raise SamplingError(f"max_tokens must be a positive integer, got {self.max_tokens!r}")
+            raise SamplingError(f"max_tokens must be a positive integer, got {self.max_tokens!r}", "max_tokens")
         if self.temperature < 0:
-            raise SamplingError(f"temperature must be ≥ 0, got {self.temperature}")
+            raise SamplingError(f"temperature must be ≥ 0, got {self.temperature}", "temperature")
         if not 0 < self.top_p <= 1:
-            raise SamplingError(f"top_p must be in (0, 1], got {self.top_p}")
+            raise SamplingError(f"top_p must be in (0, 1], got {self.top_p}", "top_p")
         if self.top_k < 0:
-            raise SamplingError(f"top_k must be ≥ 0, got {self.top_k}")
+            raise SamplingError(f"top_k must be ≥ 0, got {self.top_k}", "top_k")
 
     @classmethod
     def from_dict(cls, data: dict) -> "SamplingParams":

@@ -452,8 +452,7 @@ class ServingEngine:
         try:
             return self.loop.submit(ids, eng.SamplingParams(**sampling), request_id=request_id, loop=loop, sink=sink)
         except (eng.RequestError, eng.SamplingError) as exc:
-            named = next((name for name in sampling if str(exc).startswith(name)), None)  # the parameter at fault
-            raise ServingRefused(str(exc), named) from None
+            raise ServingRefused(str(exc), exc.param) from None
 
     def abort(self, request_id: str) -> bool:
         return self.loop.abort(request_id)

@@ -58,8 +58,9 @@ def test_logit_bias_and_min_tokens():
 def test_a_bias_on_a_token_outside_the_vocabulary_is_refused(tiny_llama):
     from engine import RequestError
 
-    with pytest.raises(RequestError, match="logit_bias names token ids outside the vocabulary"):
+    with pytest.raises(RequestError, match="logit_bias names token ids outside the vocabulary") as caught:
         engine(tiny_llama).add_request([1, 2, 3], SamplingParams(logit_bias={256: 1.0}))
+    assert caught.value.param == "logit_bias"  # the API's 400 names it
 
 
 def test_min_p_drops_tokens_below_its_share_of_the_likeliest():
@@ -73,8 +74,9 @@ def test_out_of_range_values_are_refused_by_name():
     for bad, name in [(dict(presence_penalty=2.5), "presence_penalty"), (dict(frequency_penalty=-3), "frequency_penalty"),
                       (dict(repetition_penalty=0), "repetition_penalty"), (dict(min_p=1.5), "min_p"),
                       (dict(min_tokens=-1), "min_tokens"), (dict(logprobs=-1), "logprobs")]:
-        with pytest.raises(SamplingError, match=name):
+        with pytest.raises(SamplingError, match=name) as caught:
             SamplingParams(**bad)
+        assert caught.value.param == name
 
 
 def test_greedy_with_a_repetition_penalty_follows_the_penalised_argmax(tiny_llama):
