@@ -17,7 +17,8 @@ from courseapp.http_threads import WsgiOnThreads  # noqa: E402
 from courseapp.http_workers import WorkerPool  # noqa: E402
 from courseapp.serving.asgi import ServingApp  # noqa: E402
 from courseapp.ws_origin import SameOriginValidator  # noqa: E402
-from courseapp.demo.routing import websocket_urlpatterns  # noqa: E402
+from courseapp.demo.routing import websocket_urlpatterns as demo_sockets  # noqa: E402
+from courseapp.lab.routing import websocket_urlpatterns as lab_sockets  # noqa: E402
 
 logging.getLogger("courseapp").info(
     "Demo engines: %s", f"Celery workers on the 'engine' queue (REDIS_URL {settings.REDIS_URL.split('@')[-1]})"
@@ -30,7 +31,7 @@ if settings.HTTP_WORKERS:
 application = ProtocolTypeRouter(
     {
         "http": ServingApp(WsgiOnThreads(django_wsgi_app, threads=settings.HTTP_THREADS, workers=workers)),
-        "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(demo_sockets + lab_sockets))),
     }
 )
 

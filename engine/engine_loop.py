@@ -334,6 +334,7 @@ class EngineLoop:
             send(handle._sink, _DONE)
             del self._handles[rid]
             del self._sent[rid]
+            self.engine.release(rid)
 
     def _fail_all(self, exc: BaseException) -> None:
         for handle in self._handles.values():

@@ -125,6 +125,13 @@ class LLMEngine:
         self.metrics.on_finish(req)
         return True
 
+    def release(self, request_id: str) -> None:
+        """Forget a finished request once its caller holds the last output: a server's engine
+        would otherwise keep every request it ever served (prompt, tokens, logprobs)."""
+        req = self.requests.get(request_id)
+        if req is not None and req.status.finished:
+            del self.requests[request_id]
+
     def has_unfinished_requests(self) -> bool:
         return self.scheduler.has_unfinished()
 

@@ -1,30 +1,42 @@
-"""Embedded mode's engine in a process of its own beside the web server (`make run`).
+"""The one door to an engine process: the demo's runs, the API's served engines and the live view
+of those engines all go through it (`make run`; vLLM V1 splits its API server from its
+EngineCore process the same way).
 
-The demo's sessions (host.RunSession) used to run as threads of the web process. Two things
-went wrong there with a class on the server: every page view took the interpreter lock from
-the engine (bench/web_load.py: the demo stepped at 0.15× its idle rate under 50 learners), and
-anything native that aborts — torch's C++ runtime, say — took the whole site down with it.
+In the web process, two things went wrong with engines in threads: every page view took the
+interpreter lock from the engine (the demo stepped at 0.15× its idle rate under 50 learners;
+HTTP streamed 75–85% of the engine's in-process rate), and anything native that aborts —
+torch's C++ runtime, say — took the whole site down with it. Here a child process (started on
+first use, with `spawn`, so nothing of the web process is forked) hosts the engines in its own
+threads and talks to this process over a pipe:
 
-Here one child process (started on the first run, with `spawn`, so nothing of the web process
-is forked) hosts every session in its own threads and talks to this process over a pipe:
+    web process (EngineProcess)                       engine process (_child_main)
+    demo     start(run, spec) ──("start", run, spec)──▶ RunSession thread per run
+             command ──────────("command", run, cmd)──▶ session.command
+             reader ◀──("frame" | "state" | "end", run, …)── coalesced frames; twice a second; the end
+    served   engine(key) ─("ask", n, "engine_open", key, options)──▶ a ServingEngine under that key
+             open ─────────("open", key, id, messages, prompt, …)──▶ prepare, submit
+                  ◀──("accepted", key, id, prompt tokens) or ("refused", key, id, message, param)
+             stream ◀──("out", key, [(id, text+, ids+, …), …])── one message per step, all its streams
+             abort ────────("abort", key, id)──▶ frees the request's blocks
+             snapshot… ────("ask", n, what, key, …)──▶ ◀──("answer", n, …)── /metrics, /tokenize, /health
+    live view watch ───────("watch", key, on)──▶ served_view.ServedView: the engine's step events
+                  ◀──("frame", "served:<key>", …)── as a scene's frames, FPS a second at most
 
-    web process                                       engine process
-    ProcessHost.start  ──("start", run, spec)──▶      RunSession thread per run
-    ProcessHost.command ─("command", run, cmd)─▶      session.command
-    reader thread  ◀──("frame", run, frame)───        every coalesced frame
-                   ◀──("state", run, ticking, idle)─  twice a second
-                   ◀──("end", run, end)───────────    status/reason or error, packed trace
-
-Django (the database, the channel layer) stays in the web process: the reader thread publishes
-frames (events.publish) and hands each run's end to services.run_finish. If the engine process
-dies, every run it hosted ends as failed with its exit code, and the next run starts a new one.
-The interface is EmbeddedHost's, so services, the keeper and the consumer do not change.
+Django (the database, the channel layer) stays in the web process. If the engine process dies,
+every run it hosted ends as failed with its exit code, every open stream ends with an error
+naming it, and the next use starts a new process (a served engine is opened again there). One
+class, one instance per purpose (engines.py: the served engines; host.py: the demo's runs), so a
+class's scenes and the API never share an interpreter lock.
 """
+import asyncio
 import atexit
+import dataclasses
+import itertools
 import logging
 import multiprocessing
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 
 from courseapp.demo.host import TICKING_WITHIN_S
@@ -33,6 +45,9 @@ from courseapp.demo.traces import EndedPictures, FrameMirror
 logger = logging.getLogger("courseapp.demo")
 
 STATE_EVERY_S = 0.5
+READY_WITHIN_S = 300  # loading a model on a busy machine
+ANSWER_WITHIN_S = 10
+SERVED_PREFIX = "served:"
 
 
 # --- the engine process ------------------------------------------------------------------------
@@ -51,18 +66,68 @@ def pipe_sender(conn, on_gone=lambda: None):
     return send
 
 
+class _PipeSink:
+    """Takes one request's outputs in the engine thread: only what is new, the text's new end (all
+    of it if detokenising changed its past) and the new token ids; metrics at the end."""
+
+    loop = None
+
+    def __init__(self, rid: str, batch: list):
+        self.rid, self.batch, self.text, self.count = rid, batch, "", 0
+
+    def put(self, item) -> None:
+        if isinstance(item, BaseException):
+            self.batch.append((self.rid, "error", str(item)))
+        elif hasattr(item, "token_ids"):
+            grew = item.text.startswith(self.text)
+            piece = item.text[len(self.text):] if grew else item.text
+            metrics = dataclasses.asdict(item.metrics) if item.finished else None
+            logprobs = None if item.logprobs is None else item.logprobs[self.count:]
+            prompt_logprobs = item.prompt_logprobs if self.count == 0 else None  # complete by the first token
+            self.batch.append((self.rid, grew, piece, item.token_ids[self.count:], item.finished, item.finish_reason,
+                               metrics, logprobs, prompt_logprobs))
+            self.text, self.count = item.text, len(item.token_ids)
+
+
+class _Hosted:
+    """A ServingEngine in the engine process: each step's outputs go up the pipe in one message;
+    while someone watches, its steps are drawn (ServingEngine.view_open)."""
+
+    def __init__(self, key: str, engine, send):
+        self.key, self.engine, self.send = key, engine, send
+        self.batch: list = []  # this step's outputs; only the engine thread adds to it (under its step lock)
+        engine.loop.after_step = self.flush  # in the engine thread: no other thread here wakes per step
+
+    def flush(self) -> None:
+        if self.batch:
+            items = self.batch[:]
+            self.batch.clear()
+            self.send(("out", self.key, items))
+
+    def watch(self, on: bool) -> None:
+        if on:
+            self.engine.view_open(lambda m: self.send(("frame", SERVED_PREFIX + self.key, m)))
+        else:
+            self.engine.view_close()
+
+
 def _child_main(conn, torch_threads: int) -> None:
     import torch
 
     torch.set_num_threads(torch_threads)  # the web process needs the other core
-    from courseapp.demo.host import RunSession
+    # The engine's periodic stats line ("Engine 000: Avg prompt throughput …") on the server's
+    # console, as the web process's LOGGING shows it (this process has no Django settings loaded).
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    from courseapp.demo.host import RunSession, ServingEngine, ServingRefused
 
     sessions: dict[str, RunSession] = {}
     threads: dict[str, threading.Thread] = {}
+    hosted: dict[str, _Hosted] = {}
     done = threading.Event()  # the web process is gone, or everything has stopped
     stopping = threading.Event()
     send = pipe_sender(conn, on_gone=done.set)
 
+    # --- the demo's runs
     def serve(run_id: str, session: RunSession) -> None:
         end = session.run_to_end(lambda: stopping.is_set() or done.is_set())
         sessions.pop(run_id, None)
@@ -74,32 +139,88 @@ def _child_main(conn, torch_threads: int) -> None:
             for run_id, session in list(sessions.items()):
                 send(("state", run_id, session.is_ticking(), session.idle_until(), session.has_started()))
 
+    # --- the served engines
+    def engine_open(key: str, options: dict) -> int:
+        if key not in hosted:
+            hosted[key] = _Hosted(key, ServingEngine(**options), send)
+        return hosted[key].engine.max_model_len
+
+    def engine_close(key: str) -> None:
+        entry = hosted.pop(key, None)
+        if entry is not None:
+            entry.engine.stop()
+
+    def open_request(key: str, rid: str, messages, prompt, max_tokens, sampling: dict) -> None:
+        try:
+            entry = hosted.get(key)
+            if entry is None:
+                raise RuntimeError(f"no engine {key!r} in this process")
+            ids, max_tokens = entry.engine.prepare(messages=messages, prompt=prompt, max_tokens=max_tokens)
+            entry.engine.submit(ids, {**sampling, "max_tokens": max_tokens}, rid, sink=_PipeSink(rid, entry.batch))
+            send(("accepted", key, rid, len(ids)))  # its first outputs may be in the pipe already
+        except ServingRefused as refused:
+            send(("refused", key, rid, str(refused), refused.param))
+        except Exception as exc:
+            send(("error", key, rid, f"{type(exc).__name__}: {exc}"))
+
+    def answer(number: int, what: str, args, kwargs) -> None:
+        try:
+            if what == "engine_open":
+                value = engine_open(*args)
+            elif what == "engine_close":
+                value = engine_close(*args)
+            else:
+                key, *rest = args
+                value = getattr(hosted[key].engine, what)(*rest, **kwargs)
+            send(("answer", number, "ok", value))
+        except ServingRefused as refused:
+            send(("answer", number, "refused", (str(refused), refused.param)))
+        except Exception as exc:
+            send(("answer", number, "error", f"{type(exc).__name__}: {exc}"))
+
+    # Requests that arrive together are prepared and submitted together: each submit waits for the
+    # step lock, and one after another the eighth of eight waited seven steps for its first token.
+    opener = ThreadPoolExecutor(max_workers=32, thread_name_prefix="engine-open")
+    slow = ThreadPoolExecutor(max_workers=2, thread_name_prefix="engine-load")  # loading a model: not on this loop
     threading.Thread(target=report, name="demo-engine-state", daemon=True).start()
     while not done.is_set():
         try:
             message = conn.recv()
         except (EOFError, OSError):
             break
-        kind, run_id = message[0], message[1] if len(message) > 1 else None
+        kind = message[0]
         if kind == "start":
-            session = RunSession(run_id, message[2], publish=lambda message, r=run_id: send(("frame", r, message)))
+            run_id, spec = message[1], message[2]
+            session = RunSession(run_id, spec, publish=lambda m, r=run_id: send(("frame", r, m)))
             sessions[run_id] = session
             threads[run_id] = threading.Thread(target=serve, args=(run_id, session), name=f"demo-run-{run_id[:8]}")
             threads[run_id].start()
-        elif kind == "command" and run_id in sessions:
-            sessions[run_id].command(message[2])
+        elif kind == "command" and message[1] in sessions:
+            sessions[message[1]].command(message[2])
+        elif kind == "open":
+            opener.submit(open_request, *message[1:])
+        elif kind == "abort" and message[1] in hosted:
+            hosted[message[1]].engine.abort(message[2])
+        elif kind == "watch" and message[1] in hosted:
+            hosted[message[1]].watch(message[2])
+        elif kind == "ask":
+            (slow if message[2] in ("engine_open", "engine_close") else opener).submit(answer, *message[1:])
         elif kind == "shutdown":
             break
     # Stop and join every engine thread before the interpreter finalises (host.EmbeddedHost.shutdown says why).
     stopping.set()
+    opener.shutdown(cancel_futures=True)
+    slow.shutdown(cancel_futures=True)
     for session in list(sessions.values()):
         session.command({"type": "stop", "reason": "shutdown"})
     for thread in list(threads.values()):
         thread.join(10)
+    for entry in list(hosted.values()):
+        entry.engine.stop()
     done.set()
 
 
-# --- the web process's side --------------------------------------------------------------------
+# --- the web process's side: the demo's runs ---------------------------------------------------
 class _Run:
     """What the web process knows of a run in the engine process."""
 
@@ -121,23 +242,44 @@ class _Run:
         return self._idle_until
 
 
-class ProcessHost:
-    def __init__(self, torch_threads: int = 1):
-        self.torch_threads = torch_threads
+class Stream:
+    """One served request's outputs, as its event loop reads them (serving/engine_core.py)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop):
+        self.loop = loop
+        self.accepted: asyncio.Future = loop.create_future()
+        self.items: asyncio.Queue = asyncio.Queue()
+
+
+# --- the web process's side: the process -------------------------------------------------------
+class EngineProcess:
+    def __init__(self, torch_threads: int = 1, name: str = "engine"):
+        self.torch_threads, self.name = torch_threads, name
+        self.generation = 0  # counts the processes started
+        self.stopped = False
+        self.lock = threading.Lock()  # the maps below
+        # demo runs
         self.runs: dict[str, _Run] = {}
         self.ended = EndedPictures()  # the last picture of runs that ended lately
-        self._lock = threading.Lock()
+        self._finishing: list[threading.Thread] = []  # ends being written (joined at exit)
+        # served engines' requests, by (engine key, request id)
+        self.streams: dict[tuple[str, str], Stream] = {}  # until their last output
+        self.opening: dict[tuple[str, str], Stream] = {}  # until the engine process accepts or refuses them
+        self.views: dict[str, tuple] = {}  # key → (publish, FrameMirror) while someone watches
+        self._answers: dict[int, list] = {}
+        self._numbers = itertools.count()
         self._send_lock = threading.Lock()
+        self._start_lock = threading.Lock()
         self._proc = None
         self._conn = None
         self._reader: threading.Thread | None = None
-        self._finishing: list[threading.Thread] = []  # ends being written (joined at exit)
+        self._atexit = False
 
-    # EmbeddedHost's interface ------------------------------------------------------------------
+    # the demo's interface (host.EmbeddedHost's) --------------------------------------------------
     def start(self, run_id: str, spec: dict, publish, on_begin, on_finish) -> None:
         """on_begin() → False if the run ended before it could start; on_finish(end) gets
         {"trace", "status", "reason"} or {"trace", "error"}."""
-        with self._lock:
+        with self.lock:
             self.runs[run_id] = _Run(publish, on_finish)
 
         def begin():
@@ -145,7 +287,8 @@ class ProcessHost:
                 if not on_begin():
                     self.runs.pop(run_id, None)
                     return
-                self._send(("start", run_id, spec))
+                self.ensure_running()
+                self.send(("start", run_id, spec))
             except Exception as exc:  # e.g. the engine process could not start
                 logger.exception("demo run %s could not start", run_id)
                 self._end(run_id, {"trace": None, "error": f"{type(exc).__name__}: {exc}"})
@@ -158,7 +301,7 @@ class ProcessHost:
         if run_id not in self.runs:
             return False
         try:
-            self._send(("command", run_id, cmd))
+            self.send(("command", run_id, cmd))
         except OSError:
             return False
         return True
@@ -179,15 +322,97 @@ class ProcessHost:
         return run is not None and run.is_ticking()
 
     def live(self) -> list[tuple[str, _Run]]:
-        with self._lock:
+        with self.lock:
             return list(self.runs.items())
 
+    # the served engines' live view ----------------------------------------------------------
+    def view_open(self, key: str, publish) -> bool:
+        """Draw engine `key`'s steps: publish(message) gets every frame (a scene's messages).
+        False when no process runs (the engine is not open)."""
+        if not self.running():
+            return False
+        with self.lock:
+            self.views[key] = (publish, FrameMirror(), threading.Lock())
+        self.send(("watch", key, True))
+        return True
+
+    def view_close(self, key: str) -> None:
+        with self.lock:
+            view = self.views.pop(key, None)
+        if view is not None and self.running():
+            try:
+                self.send(("watch", key, False))
+            except OSError:
+                pass
+
+    def view_snapshot(self, key: str) -> tuple[int, str] | None:
+        view = self.views.get(key)
+        if view is None:
+            return None
+        with view[2]:
+            return view[1].snapshot_text()
+
+    # the process -------------------------------------------------------------------------------
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.is_alive()
+
+    def ensure_running(self) -> None:
+        with self._start_lock:
+            if self.running():
+                return
+            if self.stopped:
+                raise RuntimeError("the engine process is shutting down")
+            ctx = multiprocessing.get_context("spawn")  # nothing of the web process is forked
+            parent, child = ctx.Pipe()
+            proc = ctx.Process(target=_child_main, args=(child, self.torch_threads), name=self.name, daemon=True)
+            proc.start()
+            child.close()
+            with self._send_lock:
+                self._proc, self._conn = proc, parent
+                self.generation += 1
+            self._reader = threading.Thread(target=self._read, args=(proc, parent), name=f"{self.name}-reader", daemon=True)
+            self._reader.start()
+            if not self._atexit:
+                atexit.register(self.shutdown)
+                self._atexit = True
+            logger.info("%s process %s started", self.name, proc.pid)
+
+    def send(self, message) -> None:
+        with self._send_lock:
+            if self._conn is None:
+                raise OSError("no engine process")
+            self._conn.send(message)
+
+    def ask(self, what: str, *args, wait_s: float = ANSWER_WITHIN_S, **kwargs):
+        from courseapp.demo.host import ServingRefused
+
+        number = next(self._numbers)
+        slot = self._answers[number] = [threading.Event(), None]
+        try:
+            self.send(("ask", number, what, args, kwargs))
+            if not slot[0].wait(wait_s):
+                raise TimeoutError(f"the engine process did not answer {what} within {wait_s} s")
+        finally:
+            self._answers.pop(number, None)
+        kind, value = slot[1]
+        if kind == "refused":
+            raise ServingRefused(*value)
+        if kind == "error":
+            raise RuntimeError(value)
+        return value
+
+    def forget(self, sid: tuple[str, str]) -> None:
+        with self.lock:
+            self.streams.pop(sid, None)
+            self.opening.pop(sid, None)
+
     def shutdown(self, timeout: float = 10.0) -> None:
+        self.stopped = True
         proc = self._proc
         if proc is None:
             return
         try:
-            self._send(("shutdown",), start=False)
+            self.send(("shutdown",))
         except OSError:
             pass
         proc.join(timeout)
@@ -200,59 +425,90 @@ class ProcessHost:
         for thread in list(self._finishing):
             thread.join(5)
 
-    # the engine process -------------------------------------------------------------------------
-    def _send(self, message, start: bool = True) -> None:
-        with self._send_lock:
-            if start and (self._proc is None or not self._proc.is_alive()):
-                self._spawn()
-            if self._conn is None:
-                raise OSError("no engine process")
-            self._conn.send(message)
-
-    def _spawn(self) -> None:
-        ctx = multiprocessing.get_context("spawn")
-        parent, child = ctx.Pipe()
-        proc = ctx.Process(target=_child_main, args=(child, self.torch_threads), name="demo-engine", daemon=True)
-        proc.start()
-        child.close()
-        self._proc, self._conn = proc, parent
-        self._reader = threading.Thread(target=self._read, args=(proc, parent), name="demo-engine-reader", daemon=True)
-        self._reader.start()
-        atexit.register(self.shutdown)
-        logger.info("demo engine process %s started", proc.pid)
-
     def _read(self, proc, conn) -> None:
         while True:
             try:
                 message = conn.recv()
             except (EOFError, OSError):
                 break
-            kind, run_id = message[0], message[1]
-            run = self.runs.get(run_id)
-            if run is None:
-                continue
-            if kind == "frame":
-                with run.mirror_lock:
-                    run.mirror.apply(message[2])
-                run.publish(message[2])
-            elif kind == "state":
-                run.ticking, run._idle_until, run.started, run.state_at = message[2], message[3], message[4], time.monotonic()
-            elif kind == "end":
-                self._end(run_id, message[2])
+            kind = message[0]
+            if kind == "out":
+                self._deliver(message[1], message[2])
+            elif kind in ("accepted", "refused", "error"):
+                with self.lock:
+                    stream = self.opening.pop((message[1], message[2]), None)
+                if stream is not None:
+                    stream.loop.call_soon_threadsafe(_resolve, stream.accepted, (kind, *message[3:]))
+            elif kind == "answer":
+                slot = self._answers.get(message[1])
+                if slot is not None:
+                    slot[1] = (message[2], message[3])
+                    slot[0].set()
+            elif kind == "frame" and message[1].startswith(SERVED_PREFIX):
+                self._view_frame(message[1][len(SERVED_PREFIX):], message[2])
+            elif kind in ("frame", "state", "end"):
+                self._run_message(kind, message[1], message[2:])
         proc.join(5)
         with self._send_lock:
             if self._proc is proc:
-                self._proc, self._conn = None, None
+                self._conn = None
+        self._lost(proc)
+
+    def _lost(self, proc) -> None:
+        """Everything the process held ends, saying why."""
         reason = f"the engine process stopped (exit code {proc.exitcode})"
-        if proc.exitcode not in (0, None):
-            logger.error("demo engine process %s: %s", proc.pid, reason)
+        if proc.exitcode not in (0, None) and not self.stopped:
+            logger.error("%s process %s: %s", self.name, proc.pid, reason)
+        with self.lock:
+            streams = {**self.streams, **self.opening}
+            self.streams, self.opening = {}, {}
+            self.views = {}
+        for (_key, rid), stream in streams.items():
+            stream.loop.call_soon_threadsafe(_fail, stream, rid, reason)
         for run_id, _run in self.live():
             self._end(run_id, {"trace": None, "error": reason})
+
+    def _deliver(self, key: str, items: list) -> None:
+        """One step's outputs: one wake-up per event loop for all of its streams."""
+        by_loop: dict = {}
+        with self.lock:
+            for item in items:
+                stream = self.streams.get((key, item[0]))
+                if stream is None:
+                    continue
+                by_loop.setdefault(stream.loop, []).append((stream, item))
+                if item[1] == "error" or item[4]:  # its last output
+                    del self.streams[(key, item[0])]
+        for loop, pairs in by_loop.items():
+            loop.call_soon_threadsafe(_put_all, pairs)
+
+    def _view_frame(self, key: str, frame: dict) -> None:
+        view = self.views.get(key)
+        if view is None:
+            return
+        publish, mirror, lock = view
+        with lock:
+            mirror.apply(frame)
+        publish(frame)
+
+    def _run_message(self, kind: str, run_id: str, rest: tuple) -> None:
+        run = self.runs.get(run_id)
+        if run is None:
+            return
+        if kind == "frame":
+            with run.mirror_lock:
+                run.mirror.apply(rest[0])
+            run.publish(rest[0])
+        elif kind == "state":
+            run.ticking, run._idle_until, run.started = rest
+            run.state_at = time.monotonic()
+        else:
+            self._end(run_id, rest[0])
 
     def _end(self, run_id: str, end: dict) -> None:
         """The run's end goes to the database from a thread of its own: a write waiting on a lock
         must not hold up the frames of the other runs."""
-        with self._lock:
+        with self.lock:
             run = self.runs.pop(run_id, None)
         if run is None:
             return
@@ -271,6 +527,21 @@ class ProcessHost:
         thread = threading.Thread(target=finish, name=f"demo-end-{run_id[:8]}", daemon=True)
         self._finishing.append(thread)
         thread.start()
+
+
+def _resolve(future: asyncio.Future, value) -> None:
+    if not future.done():
+        future.set_result(value)
+
+
+def _put_all(pairs) -> None:
+    for stream, item in pairs:
+        stream.items.put_nowait(item)
+
+
+def _fail(stream: Stream, rid: str, reason: str) -> None:
+    _resolve(stream.accepted, ("error", reason))
+    stream.items.put_nowait((rid, "error", reason))
 
 
 def _close_db() -> None:

@@ -388,6 +388,7 @@ class ServingEngine:
         self.engine = eng.LLMEngine(self.config)
         self.stat_logger = StatLogger(log_interval_s, v0_preemption_warnings=v0_preemption_warnings)
         self.loop = EngineLoop(self.engine, stat_logger=self.stat_logger).start()
+        self._view = None  # served_view.ServedView while someone watches
 
     @property
     def max_model_len(self) -> int:
@@ -471,7 +472,26 @@ class ServingEngine:
         if self.loop._stopping:
             raise RuntimeError("the engine is shutting down")
 
+    # The live view: its real requests drawn as a scene's (served_view.py).
+    def view_open(self, publish) -> bool:
+        """publish(message) gets a frame of this engine at most served_view.FPS times a second."""
+        from courseapp.demo.served_view import ServedView
+
+        if self._view is None:
+            self._view = ServedView(self, publish).start()
+        return True
+
+    def view_close(self) -> None:
+        view, self._view = self._view, None
+        if view is not None:
+            view.stop()
+
+    def view_snapshot(self) -> tuple[int, str] | None:
+        view = self._view
+        return None if view is None else view.snapshot_text()
+
     def stop(self) -> None:
+        self.view_close()
         self.loop.stop()
 
 
@@ -481,9 +501,9 @@ def _embedded_host():
     from django.conf import settings
 
     if settings.DEMO_ENGINE_PROCESS:
-        from courseapp.demo.engine_process import ProcessHost
+        from courseapp.demo.engine_process import EngineProcess
 
-        return ProcessHost(torch_threads=settings.DEMO_ENGINE_THREADS)
+        return EngineProcess(torch_threads=settings.DEMO_ENGINE_THREADS, name="demo-engine")
     return EmbeddedHost()
 
 

@@ -84,7 +84,7 @@ def _measure(run: LabRun, stop_beating: threading.Event) -> None:
     services.lab_beat(run_id=run.pk, status=LabRun.Status.RUNNING)
     latest: dict = {}  # the newest progress; the beat thread writes it (the lab's event loop must not)
     threading.Thread(target=_beat, args=(run.pk, latest, stop_beating), name="lab-beat", daemon=True).start()
-    token, engine = engines.lab_engine_open(**engine_options(run.knobs))
+    token, engine = engines.lab_engine_open(str(run.pk), **engine_options(run.knobs))
     try:
         lab = experiments.LabSettings(
             # The site's own address, from settings only (never from a request's Host header): the

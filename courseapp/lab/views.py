@@ -3,6 +3,7 @@ belongs to the learner who started it: anyone else gets 404 for its report and d
 import json
 
 from django.conf import settings
+from django.contrib.auth.views import redirect_to_login
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _, gettext_lazy
@@ -108,6 +109,26 @@ def lab_run_progress(request, run_id):
         response["HX-Refresh"] = "true"
         return response
     return render(request, "lab/partials/progress.html", {"run": run, "place": selectors.queue_place(run)})
+
+
+@require_GET
+def lab_run_live(request, run_id):
+    """The run's engine, drawn live while it measures (lab/consumers.py)."""
+    run = _own(request, run_id)
+    return render(request, "lab/live.html", {"run": run, "ws_path": f"/ws/lab/runs/{run.pk}/live/",
+                                             "title": _("Your lab run's engine, live")})
+
+
+@require_GET
+def site_live(request):
+    """The site's own engine (what /v1 serves), drawn live: for instructors and staff."""
+    from courseapp.demo.selectors import may_teach
+
+    if not request.user.is_authenticated:
+        return redirect_to_login(request.get_full_path())
+    if not may_teach(request.user):
+        return render(request, "403.html", {"message": _("This page is for the class's instructors.")}, status=403)
+    return render(request, "lab/live.html", {"run": None, "ws_path": "/ws/lab/site/live/", "title": _("The site's engine (/v1), live")})
 
 
 @require_GET

@@ -4,6 +4,12 @@
 A §6 lab run gets an engine of its own, with the learner's knobs, reachable only under an
 unguessable base URL `/lab/engines/<token>` for as long as the run lasts: its measurements are
 its own, and the lab drives it through the same HTTP API a learner's script would use.
+
+With SERVING_ENGINE_PROCESS (the default) every one of them lives in one engine process beside
+the web server (demo/engine_process.py, serving/engine_core.py), the site's under the key "site",
+a lab run's under "lab-<run id>". Either engine can be watched live (view_open: the demo's
+renderer draws its real requests); the consumer that asks (demo/consumers.ServedConsumer) checks
+who may.
 """
 import atexit
 import re
@@ -32,6 +38,9 @@ _lock = threading.Lock()  # the maps below; held only for a lookup (the event lo
 _build_lock = threading.Lock()  # held while the site's engine loads (seconds): never on the event loop
 _site: Served | None = None
 _lab: dict[str, Served] = {}
+_lab_tokens: dict[str, str] = {}  # lab run id → its engine's token
+_viewers: dict[str, int] = {}  # engine name ("site" or a lab run id) → sockets watching it
+_process = None  # the EngineProcess of the served engines
 _registered = False  # stop_all runs at exit
 
 
@@ -52,13 +61,23 @@ def served_engine():
 
             served.engine = RemoteEngine()  # the engine workers serve it (scaled mode)
         elif served.engine is None and settings.SERVING_ENGINE_PROCESS:
-            from courseapp.serving.engine_core import EngineCore
-
-            served.engine = EngineCore(torch_threads=settings.SERVING_TORCH_THREADS, **settings.SERVING_ENGINE)
-            _stop_at_exit()
+            served.engine = _in_process("site", settings.SERVING_ENGINE)
         elif served.engine is None:
             served.engine = new_engine(**settings.SERVING_ENGINE)
         return served.engine
+
+
+def _in_process(key: str, options: dict):
+    """The engine `key` in the served engines' process (started on first use), opened."""
+    global _process
+    from courseapp.demo.engine_process import EngineProcess
+    from courseapp.serving.engine_core import ServedEngine
+
+    with _lock:
+        if _process is None:
+            _process = EngineProcess(torch_threads=settings.SERVING_TORCH_THREADS, name="engine-core")
+    _stop_at_exit()
+    return ServedEngine(_process, key, options).ensure_open()
 
 
 def new_engine(**options):
@@ -93,20 +112,71 @@ def stop_all() -> None:
         engine.stop()
 
 
-def lab_engine_open(**options) -> tuple[str, object]:
+def lab_engine_open(run_id: str, **options) -> tuple[str, object]:
     """A new engine for one lab run (host.ServingEngine options); its token and the engine."""
-    engine = new_engine(**options)
+    if settings.SERVING_ENGINE_PROCESS:
+        engine = _in_process(f"lab-{run_id}", options)
+    else:
+        engine = new_engine(**options)
     token = secrets.token_urlsafe(24)
     with _lock:
         _lab[token] = Served(engine, ServingMetrics(settings.SERVED_MODEL_NAME, snapshots=lambda: snapshots_of(engine)))
+        _lab_tokens[str(run_id)] = token
     return token, engine
 
 
 def lab_engine_close(token: str) -> None:
     with _lock:
         served = _lab.pop(token, None)
+        run_id = next((r for r, t in _lab_tokens.items() if t == token), None)
+        _lab_tokens.pop(run_id, None)
+        _viewers.pop(run_id, None)
     if served is not None:
         served.engine.stop()
+
+
+# --- the live view -------------------------------------------------------------------------------
+def _watched(name: str):
+    """The open engine called `name` ("site" or a lab run's id), or None."""
+    with _lock:
+        if name == "site":
+            return _site.engine if _site is not None else None
+        token = _lab_tokens.get(name)
+        served = _lab.get(token) if token else None
+        return served.engine if served is not None else None
+
+
+def view_open(name: str, publish) -> bool:
+    """One more socket watches engine `name`; the first starts the drawing. False when that
+    engine is not open (no request yet, or the lab run is over)."""
+    engine = _watched(name)
+    if engine is None:
+        return False
+    with _lock:
+        first = _viewers.get(name, 0) == 0
+        _viewers[name] = _viewers.get(name, 0) + 1
+    if first and not engine.view_open(publish):
+        view_close(name)
+        return False
+    return True
+
+
+def view_close(name: str) -> None:
+    """One socket fewer; the last one stops the drawing."""
+    with _lock:
+        left = _viewers.get(name, 0) - 1
+        if left > 0:
+            _viewers[name] = left
+            return
+        _viewers.pop(name, None)
+    engine = _watched(name)
+    if engine is not None:
+        engine.view_close()
+
+
+def view_snapshot(name: str) -> tuple[int, str] | None:
+    engine = _watched(name)
+    return None if engine is None else engine.view_snapshot()
 
 
 def route(path: str) -> tuple[Served | None, str] | None:

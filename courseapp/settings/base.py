@@ -183,8 +183,8 @@ SERVING_MAX_BODY_BYTES = 1024 * 1024
 SERVING_RATE_LIMIT = os.environ.get("SERVING_RATE_LIMIT", "1200/60")  # requests per seconds, per key or address
 # torch threads for the served engine and the lab's: a core left for the web process's event loop.
 SERVING_TORCH_THREADS = int(os.environ.get("SERVING_TORCH_THREADS", max(1, _CORES - 1)))
-# The site's served engine steps in a process of its own (courseapp/serving/engine_core.py, as
-# vLLM V1's EngineCore): in the web process it shared one interpreter lock with the event loop.
+# The site's served engine and the lab runs' step in a process of their own (courseapp/demo/engine_process.py,
+# as vLLM V1's EngineCore): in the web process they shared one interpreter lock with the event loop.
 SERVING_ENGINE_PROCESS = os.environ.get("SERVING_ENGINE_PROCESS", "1") == "1"
 SERVING_ENGINE = {"num_blocks": int(os.environ.get("SERVING_NUM_BLOCKS", "512")),
                   "max_num_seqs": int(os.environ.get("SERVING_MAX_NUM_SEQS", "32")),

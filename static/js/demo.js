@@ -506,7 +506,8 @@
     const pauseBtn = $("[data-action=pause]");
     if (pauseBtn) { pauseBtn.textContent = frame.paused ? T.resume : T.pause; pauseBtn.setAttribute("aria-pressed", String(!!frame.paused)); }
     disableControls(ended || !!replay);
-    $("[data-action=replay]").disabled = !ended || !!replay;
+    const replayBtn = $("[data-action=replay]"); // a served engine's live view has nothing recorded to replay
+    if (replayBtn) replayBtn.disabled = !ended || !!replay;
     const now = Date.now();
     if (now - lastLive > 3000 && frame.lanes.length) { // throttled screen-reader summary
       lastLive = now;
@@ -604,7 +605,8 @@
     setState(run.status);
     if (current) current = { ...current, status: run.status, reason: run.reason };
     disableControls(true);
-    $("[data-action=replay]").disabled = false;
+    const replayBtn = $("[data-action=replay]");
+    if (replayBtn) replayBtn.disabled = false;
   }
   function askSnapshot() { // at most once a second; the server answers with the latest picture
     if (Date.now() - (askSnapshot.at || 0) < 1000) return;

@@ -4,6 +4,7 @@ the log; CSV and JSON come down; `run_lab` prints the same table against the sam
 import csv
 import io
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -76,6 +77,27 @@ def test_the_lab_page_runs_five_experiments_and_reports_them(browser, lab_server
     expect(page.locator(".lab-compare section")).to_have_count(2)
     assert "badge" in page.locator(".lab-compare-knobs tr", has_text="enable_prefix_caching").inner_html()
     assert violations(page) == []
+    context.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_live_view_draws_the_lab_runs_own_requests_as_they_are_served(browser, lab_server):
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(120_000)
+    page.goto(f"{lab_server}/lab/")
+    page.locator(".lab-submit button").click()
+    href = page.get_by_role("link", name=re.compile("실시간")).get_attribute("href")
+    view = context.new_page()
+    view.set_default_timeout(120_000)
+    view.goto(lab_server + href)
+    expect(view.locator("[data-lanes] .lane")).to_have_count(1)
+    expect(view.locator("[data-lanes] li[data-request]").first).to_be_visible()  # a request the lab sent, drawn
+    assert view.locator("[data-lanes] .block").count() > 0, "the pool is drawn"
+    assert violations(view) == []
+    view.set_viewport_size({"width": 390, "height": 844})
+    assert violations(view) == []
+    expect(page.locator(".lab-table")).to_be_visible(timeout=240_000)  # the run ends as before
     context.close()
 
 

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from courseapp.demo import services
-from courseapp.demo.engine_process import ProcessHost
+from courseapp.demo.engine_process import EngineProcess
 from tests.courseapp.demo.watcher import Watcher
 
 
@@ -38,7 +38,7 @@ def _start(host, run_id, spec):
 
 @pytest.fixture
 def host():
-    host = ProcessHost(torch_threads=1)
+    host = EngineProcess(torch_threads=1)
     yield host
     host.shutdown()
 

@@ -563,6 +563,6 @@ def test_a_sink_takes_the_outputs_in_the_engine_thread_as_the_scaled_workers_pip
 def test_the_engine_process_gets_the_torch_threads_the_settings_name(settings):
     settings.DEMO_ENGINE_PROCESS, settings.DEMO_ENGINE_THREADS = True, 3
     made = host._embedded_host()
-    assert type(made).__name__ == "ProcessHost" and made.torch_threads == 3
+    assert type(made).__name__ == "EngineProcess" and made.torch_threads == 3
     settings.DEMO_ENGINE_PROCESS = False
     assert isinstance(host._embedded_host(), EmbeddedHost)

@@ -126,7 +126,7 @@ def test_the_lab_calls_the_address_in_settings_whatever_the_host_header_says(cli
     monkeypatch.setattr(runner, "launch", threads.append)
     start(client, HTTP_HOST="127.0.0.1:8503")
     seen = []
-    monkeypatch.setattr(engines, "lab_engine_open", lambda **options: ("tok" * 8, type("E", (), {"log_lines": list})()))
+    monkeypatch.setattr(engines, "lab_engine_open", lambda run_id, **options: ("tok" * 8, type("E", (), {"log_lines": list})()))
     monkeypatch.setattr(engines, "lab_engine_close", lambda token: None)
 
     def fake_run(lab, **kwargs):

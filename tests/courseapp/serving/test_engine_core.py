@@ -1,6 +1,7 @@
-"""The served engine in a process of its own (courseapp/serving/engine_core.py), driven through the
-calls the API makes of it: the same tokens as the engine in this process, refusals with their
-reason, an abort that ends the stream, /metrics' figures, and an engine process that dies."""
+"""A served engine in the engine process (courseapp/serving/engine_core.py over
+courseapp/demo/engine_process.py), driven through the calls the API makes of it: the same tokens
+as the engine in this process, refusals with their reason, an abort that ends the stream,
+/metrics' figures, two engines side by side in one process, and an engine process that dies."""
 import asyncio
 import os
 import signal
@@ -8,7 +9,8 @@ import signal
 import pytest
 
 from courseapp.demo.host import ServingEngine, ServingRefused
-from courseapp.serving.engine_core import EngineCore
+from courseapp.demo.engine_process import EngineProcess
+from courseapp.serving.engine_core import ServedEngine
 from tests.aio import run_in_fresh_loop
 
 OPTIONS = {"num_blocks": 64, "max_num_seqs": 4, "max_num_batched_tokens": 256, "enable_prefix_caching": True}
@@ -17,8 +19,15 @@ GREEDY = {"temperature": 0.0, "ignore_eos": True}
 
 
 @pytest.fixture(scope="module")
-def core():
-    engine = EngineCore(torch_threads=1, **OPTIONS)
+def process():
+    process = EngineProcess(torch_threads=1)
+    yield process
+    process.shutdown()
+
+
+@pytest.fixture(scope="module")
+def core(process):
+    engine = ServedEngine(process, "site", OPTIONS).ensure_open()
     yield engine
     engine.stop()
 
@@ -75,10 +84,22 @@ def test_an_abort_ends_the_stream_and_frees_the_blocks(core):
     assert core.snapshot().kv_cache_usage_perc == 0.0
 
 
+def test_a_second_engine_in_the_same_process_has_its_own_pool_and_closes_alone(process, core):
+    lab = ServedEngine(process, "lab-1", {**OPTIONS, "num_blocks": 32}).ensure_open()
+    _texts, final, _ = run_in_fresh_loop(lambda: answer(lab, "same-id", 5))
+    _texts, other, _ = run_in_fresh_loop(lambda: answer(core, "same-id", 5))  # the same request id elsewhere: no clash
+    assert final.token_ids == other.token_ids and len(final.token_ids) == 5
+    assert lab.snapshot().kv_cache_usage_perc == 0.0 and lab.snapshot().generation_tokens_total == 5
+    lab.stop()
+    _texts, after, _ = run_in_fresh_loop(lambda: answer(core, "after-close", 3))
+    assert len(after.token_ids) == 3
+
+
 def test_when_the_engine_process_dies_its_streams_fail_saying_so_and_the_next_request_starts_a_new_one():
-    engine = EngineCore(torch_threads=1, **OPTIONS)
+    process = EngineProcess(torch_threads=1)
+    engine = ServedEngine(process, "site", OPTIONS).ensure_open()
     try:
-        first = engine._proc.pid
+        first = process._proc.pid
 
         async def killed_mid_stream():
             handle, _ = await engine.open(messages=ASK, prompt="", max_tokens=400, sampling=GREEDY, request_id="k")
@@ -89,6 +110,36 @@ def test_when_the_engine_process_dies_its_streams_fail_saying_so_and_the_next_re
         with pytest.raises(RuntimeError, match=r"engine process stopped \(exit code -9\)"):
             run_in_fresh_loop(lambda: asyncio.wait_for(killed_mid_stream(), 60))
         _texts, final, _ = run_in_fresh_loop(lambda: answer(engine, "next", 3))
-        assert len(final.token_ids) == 3 and engine._proc.pid != first
+        assert len(final.token_ids) == 3 and process._proc.pid != first
     finally:
         engine.stop()
+        process.shutdown()
+
+
+def test_the_live_view_of_an_engine_in_the_process_gets_its_requests_frames(core):
+    import threading
+    import time
+
+    from tests.courseapp.demo.watcher import Watcher
+
+    watcher, lock = Watcher(), threading.Lock()
+
+    def publish(message):  # the reader thread of the web process calls it
+        with lock:
+            watcher(message)
+
+    assert core.view_open(publish)
+    _texts, final, _ = run_in_fresh_loop(lambda: answer(core, "watched", 6))
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with lock:
+            lane = watcher.frames[-1]["lanes"][0] if watcher.frames else None
+        if lane and any(r["id"] == "watched" and r["status"] == "finished" for r in lane["requests"]):
+            break
+        time.sleep(0.05)
+    drawn = next(r for r in lane["requests"] if r["id"] == "watched")
+    assert drawn["output_tokens"] == 6 and drawn["text"] == final.text
+    seq, text = core.view_snapshot()  # what a viewer that connects now is sent first
+    assert seq == watcher.frames[-1]["seq"] and '"watched"' in text
+    core.view_close()
+    assert core.view_snapshot() is None

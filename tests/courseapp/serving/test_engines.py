@@ -27,7 +27,7 @@ def call(path: str, method: str = "GET") -> tuple[int, dict | str]:
 
 
 def test_a_lab_engine_answers_under_its_token_until_it_closes(db, settings):
-    token, engine = engines.lab_engine_open(num_blocks=64, max_num_seqs=4, max_num_batched_tokens=128, log_interval_s=60)
+    token, engine = engines.lab_engine_open("run-1", num_blocks=64, max_num_seqs=4, max_num_batched_tokens=128, log_interval_s=60)
     try:
         status, body = call(f"/lab/engines/{token}/v1/models")
         assert status == 200 and body["data"][0]["id"] == settings.SERVED_MODEL_NAME
