@@ -8,11 +8,14 @@ never slow the engine. A thread of its own turns the events into one lane's pict
 then deltas), the same messages demo.js draws for a scene. No Django here: the engine process
 runs it, and so does the web process when the engine is in-process (tests, SERVING_ENGINE_PROCESS=0).
 """
+import logging
 import threading
 import time
 
 from courseapp.demo.frames import LABELS, LaneState, FrameBuilder
 from courseapp.demo.traces import FrameStream
+
+logger = logging.getLogger("courseapp.demo")
 
 FPS = 8  # a browser needs no more to follow a pool; fewer frames cost the engine's process less
 BUFFER_STEPS = 2048  # step events kept for the view before the oldest are dropped
@@ -58,19 +61,24 @@ class ServedView:
 
     # --- the view's thread -------------------------------------------------------------------
     def _run(self) -> None:
-        self._emit()  # the pool as it is now, before any step
-        last = time.monotonic()
-        while not self._stop.is_set():
-            event = self._sub.get(timeout=0.25)
-            events = ([event] if event is not None else []) + self._sub.drain()
-            for ev in events:
-                self._apply(ev.to_dict())
-            self.dropped = self._sub.dropped  # steps this view fell too far behind to draw
-            if self.builder._dirty and time.monotonic() - last >= 1 / FPS:
-                self._emit()
-                last = time.monotonic()
+        try:
+            self._emit()  # the pool as it is now, before any step
+            last = time.monotonic()
+            while not self._stop.is_set():
+                event = self._sub.get(timeout=0.25)
+                for ev in ([event] if event is not None else []) + self._sub.drain():
+                    self._apply(ev.to_dict())
+                self.dropped = self._sub.dropped  # steps this view fell too far behind to draw
+                if self.builder._dirty and time.monotonic() - last >= 1 / FPS:
+                    self._emit()
+                    last = time.monotonic()
+        except Exception:  # a view that cannot draw stops; the engine goes on either way
+            logger.exception("the live view of a served engine stopped")
+            self.loop.unsubscribe(self._sub)
 
     def _apply(self, event: dict) -> None:
+        if not event["metrics"]:  # the step under way when the view subscribed ran without the pool's picture
+            return
         lane = self.lane
         seen = [*event["waiting"], *event["running"], *event["swapped"], *(i["request_id"] for i in event["scheduled"]),
                 *(f["request_id"] for f in event["finished"])]

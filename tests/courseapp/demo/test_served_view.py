@@ -2,6 +2,7 @@
 scene's, frames paced, and watching never holds the engine back."""
 import threading
 import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -89,3 +90,18 @@ def test_a_long_lived_engine_keeps_only_the_last_finished_requests_in_the_pictur
     assert [r["id"] for r in lane["requests"]] == ["r3", "r4", "r5"] and set(lane["timeline"]) == {"r3", "r4", "r5"}
     assert [r["label"] for r in lane["requests"]] == ["D", "E", "F"], "labels keep counting"
     serving.view_close()
+
+
+def test_a_step_that_ran_without_the_pools_picture_is_skipped_not_fatal():
+    """The step under way when the first viewer subscribes was scheduled without the picture."""
+    import engine as eng
+
+    bare = eng.LLMEngine(eng.EngineConfig(num_blocks=16, max_num_seqs=2, max_num_batched_tokens=64))
+    view = served_view.ServedView(SimpleNamespace(loop=None, engine=bare), publish=lambda message: None)
+    bare.add_request("hi", {"max_tokens": 2}, "bare")
+    event = bare.step(picture=False).to_dict()
+    assert event["metrics"] == {}
+    view._apply(event)
+    assert view.lane.requests == {} and not view.builder._dirty
+    view._apply(bare.step(picture=True).to_dict())
+    assert list(view.lane.requests) == ["bare"] and view.lane.stats["tokens"] == 1
