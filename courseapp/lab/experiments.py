@@ -55,6 +55,10 @@ METRIC_NAMES = {
 }
 
 
+BATCHING_SEATS = 4  # experiment 7: seats (max_num_seqs) of both engines, so that requests wait for them
+BATCHING_REQUESTS = 12  # every third runs to max_tokens, the others stop at an eighth of it
+
+
 class LabError(RuntimeError):
     """The lab could not go on (the server refused, went away, or speaks another protocol)."""
 
@@ -71,6 +75,10 @@ class LabSettings:
     ignore_eos: bool = False  # vLLM's extension: every answer runs to max_tokens
     launch_command: str = ""  # how the server was started, quoted in the report
     timeout_s: float = 300.0
+    # Experiment 7 (optional): two engines of this server with BATCHING_SEATS seats each, one
+    # batching continuously, one statically: {"continuous": base URL, "static": base URL}. vLLM has
+    # no static mode, so `run_lab` against another server leaves it out.
+    batching_urls: dict | None = None
 
 
 @dataclass(slots=True)
@@ -121,13 +129,14 @@ class Lab:
             self.on_progress(self.progress)
 
     # --- HTTP ----------------------------------------------------------------------------------
-    async def _ask(self, api: AsyncOpenAI, label: str, messages: list, t0: float) -> Measured:
+    async def _ask(self, api: AsyncOpenAI, label: str, messages: list, t0: float, max_tokens: int | None = None,
+                   ignore_eos: bool | None = None) -> Measured:
         s = self.settings
-        extra = {"ignore_eos": True} if s.ignore_eos else None
+        extra = {"ignore_eos": True} if (s.ignore_eos if ignore_eos is None else ignore_eos) else None
         start = time.perf_counter()
         ttft, text, usage, chunks = None, "", None, 0
         stream = await api.chat.completions.create(
-            model=s.model, messages=messages, temperature=s.temperature, max_tokens=s.max_tokens, stream=True,
+            model=s.model, messages=messages, temperature=s.temperature, max_tokens=max_tokens or s.max_tokens, stream=True,
             stream_options={"include_usage": True}, extra_body=extra)
         async for chunk in stream:
             if chunk.usage is not None:
@@ -172,7 +181,7 @@ class Lab:
         s = self.settings
         if s.concurrency < 1 or s.max_tokens < 1:
             raise LabError("concurrency and max_tokens must be at least 1")
-        self.progress.total = 2 + s.concurrency + 4 + len(SWEEP_LEVELS)
+        self.progress.total = 2 + s.concurrency + 4 + len(SWEEP_LEVELS) + (2 if s.batching_urls else 0)
         report = {"settings": {k: v for k, v in asdict(s).items() if k != "api_key"},
                   "started_at": datetime.now().astimezone().isoformat(timespec="seconds")}
         base = s.base_url.rstrip("/")
@@ -211,6 +220,7 @@ class Lab:
 
             pairs = await self._shared_prefix(api, t0)
             sweep = await self._sweep(api, user, t0)
+            batching = await self._batching(user, t0) if s.batching_urls else None
             logs = self._logs(lab_wall_start, window)
 
         report.update(
@@ -218,7 +228,7 @@ class Lab:
             warmup=warm.to_dict(), single=one.to_dict(),
             concurrent={"requests": [m.to_dict() for m in many], "span_s": span, "total_tokens": total,
                         "server_tokens_per_s": total / span if span else 0.0},
-            prefix=pairs, series=series, sweep=sweep,
+            prefix=pairs, series=series, sweep=sweep, batching=batching,
             preemptions={"before": before.get("preemptions"), "after": after.get("preemptions"), "delta": preempted},
             logs=logs, metric_names=dict(self.metric_names), script=list(self.script))
         return report
@@ -282,6 +292,34 @@ class Lab:
             self.say(f"[sweep] {n} at once: {per:.1f} tok/s per request, {levels[-1]['server_tokens_per_s']:.1f} tok/s in all")
             self._advance(f"동시 요청 수 {n}")
         return levels
+
+    async def _batching(self, user, t0) -> dict:
+        """§3.2 measured: the same mixed batch — a few long answers, many short ones, all sent at
+        once — to an engine that batches continuously and to one that batches statically, both
+        with BATCHING_SEATS seats. Static batching keeps a batch's seats until its longest answer
+        ends, so the short ones queued behind wait; continuous batching gives a freed seat to the
+        next request at the next step."""
+        s = self.settings
+        long, short = s.max_tokens, max(4, s.max_tokens // 8)
+        lengths = [long if i % 3 == 0 else short for i in range(BATCHING_REQUESTS)]
+        result = {"seats": BATCHING_SEATS, "long": long, "short": short}
+        for mode in ("continuous", "static"):
+            base = s.batching_urls[mode].rstrip("/")
+            api = AsyncOpenAI(base_url=f"{base}/v1", api_key=s.api_key or "EMPTY", max_retries=0, timeout=s.timeout_s)
+            many = await asyncio.gather(*(self._ask(api, f"{mode[0]}{i + 1}", user, t0, max_tokens=n, ignore_eos=True)
+                                          for i, n in enumerate(lengths)))
+            span = max(m.started + m.elapsed for m in many) - min(m.started for m in many)
+            total = sum(m.completion_tokens for m in many)
+            shorts = [m.elapsed for m, n in zip(many, lengths) if n == short]
+            result[mode] = {"span_s": span, "server_tokens_per_s": total / span if span else 0.0,
+                            "mean_latency_s": sum(m.elapsed for m in many) / len(many),
+                            "short_mean_latency_s": sum(shorts) / len(shorts), "total_tokens": total,
+                            "requests": [m.to_dict() for m in many]}
+            r = result[mode]
+            self.say(f"[7] {mode}: {total} tokens / {span:.2f} s = {r['server_tokens_per_s']:.1f} tok/s; "
+                     f"mean latency {r['mean_latency_s']:.2f} s, short answers {r['short_mean_latency_s']:.2f} s")
+            self._advance(f"실험 7: {'연속' if mode == 'continuous' else '정적'} 배칭")
+        return result
 
     async def _shared_prefix(self, api, t0) -> dict:
         """Two requests with the same long system prompt, then two with the time at its front.

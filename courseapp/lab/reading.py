@@ -92,6 +92,20 @@ def reading(row_id: str, report: dict) -> dict:
             warning = _("The total stopped growing after %(n)d at once: the engine (or this 2-core CPU) was full there; "
                         "more requests only queue.") % {"n": peak["concurrency"]}
         return {"section": "s3-3", "reading": text, "warning": warning}
+    if row_id == "7":
+        b = report["batching"]
+        c, st = b["continuous"], b["static"]
+        text = _("§3.2 predicts: static batching keeps a batch's seats until its longest answer ends, so the short "
+                 "answers queued behind it wait; continuous batching gives a freed seat to the next request at the next "
+                 "step. This run: all %(n)d requests took %(c).2f s batched continuously and %(s).2f s statically; a short "
+                 "answer waited %(cs).2f s and %(ss).2f s on average.") % {
+                     "n": len(c["requests"]), "c": c["span_s"], "s": st["span_s"],
+                     "cs": c["short_mean_latency_s"], "ss": st["short_mean_latency_s"]}
+        warning = ""
+        if c["short_mean_latency_s"] >= st["short_mean_latency_s"]:
+            warning = _("Here the short answers did not come back sooner with continuous batching. On a busy machine "
+                        "one run can be noise: run the lab again and compare.")
+        return {"section": "s3-2", "reading": text, "warning": warning}
     delta = report["preemptions"]["delta"]
     text = _("§5.1 predicts: when the KV pool runs out, the latest request is set aside (preempted) and resumed when "
              "room frees. vLLM V1's scheduler writes no warning for it, so look at whether the counter "

@@ -77,6 +77,20 @@ def rows(report: dict) -> list[dict]:
                                  for lv in levels),
             "output": "동시 | 요청별 토큰/초 | 서버 전체 토큰/초\n" + "\n".join(
                 f"{lv['concurrency']} | {lv['per_request_tokens_per_s']:.1f} | {lv['server_tokens_per_s']:.1f}" for lv in levels)})
+    b = report.get("batching")
+    if b:  # experiment 7 runs only where the server has a static mode (this app's lab)
+        modes = (("연속", b["continuous"]), ("정적", b["static"]))
+        n = len(b["continuous"]["requests"])
+        n_long = sum(1 for m in b["continuous"]["requests"] if m["completion_tokens"] == b["long"])
+        out.append({
+            "id": "7", "experiment": "7. 정적 배칭 ↔ 연속 배칭",
+            "condition": (f"자리(max_num_seqs) {b['seats']}개인 엔진 둘에 같은 요청 {n}건을 한꺼번에: {n_long}건은 {b['long']}토큰, "
+                          f"나머지는 {b['short']}토큰까지(ignore_eos)"),
+            "measure": "; ".join(f"{name}: 전체 {m['span_s']:.2f} s, {m['server_tokens_per_s']:.1f} 토큰/초, 짧은 답 평균 {m['short_mean_latency_s']:.2f} s"
+                                 for name, m in modes),
+            "output": "방식 | 전체 s | 서버 토큰/초 | 요청 평균 지연 s | 짧은 답 평균 지연 s\n" + "\n".join(
+                f"{name} | {m['span_s']:.2f} | {m['server_tokens_per_s']:.1f} | {m['mean_latency_s']:.2f} | {m['short_mean_latency_s']:.2f}"
+                for name, m in modes)})
     for row in out:
         row.update(reading(row["id"], report))
         row["part"], row["section_number"] = row["section"].split("-")[0], row["section"][1:].replace("-", ".")

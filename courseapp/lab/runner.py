@@ -84,15 +84,23 @@ def _measure(run: LabRun, stop_beating: threading.Event) -> None:
     services.lab_beat(run_id=run.pk, status=LabRun.Status.RUNNING)
     latest: dict = {}  # the newest progress; the beat thread writes it (the lab's event loop must not)
     threading.Thread(target=_beat, args=(run.pk, latest, stop_beating), name="lab-beat", daemon=True).start()
-    token, engine = engines.lab_engine_open(str(run.pk), **engine_options(run.knobs))
+    options = engine_options(run.knobs)
+    token, engine = engines.lab_engine_open(str(run.pk), **options)
+    # Experiment 7: the same knobs with a few seats, batching continuously and statically.
+    batching = {mode: engines.lab_engine_open(f"{run.pk}-{mode}", **{**options, "max_num_seqs": experiments.BATCHING_SEATS,
+                                                                       "scheduling": mode})[0]
+                for mode in ("continuous", "static")}
+    tokens = [token, *batching.values()]
+    base = settings.LAB_BASE_URL.rstrip("/") + engines.LAB_PREFIX
     try:
         lab = experiments.LabSettings(
             # The site's own address, from settings only (never from a request's Host header): the
             # lab's requests, and the API key they carry, go to this server and nowhere else.
-            base_url=settings.LAB_BASE_URL.rstrip("/") + engines.LAB_PREFIX + token, model=settings.SERVED_MODEL_NAME,
+            base_url=base + token, model=settings.SERVED_MODEL_NAME,
             api_key=settings.SERVING_API_KEY, concurrency=settings.LAB_CONCURRENCY, max_tokens=settings.LAB_MAX_TOKENS,
             sample_every_s=settings.LAB_SAMPLE_EVERY_S, ignore_eos=run.knobs["ignore_eos"],
-            launch_command=launch_command(run.knobs), timeout_s=settings.LAB_MAX_RUN_S)
+            launch_command=launch_command(run.knobs), timeout_s=settings.LAB_MAX_RUN_S,
+            batching_urls={mode: base + t for mode, t in batching.items()})
 
         def progress(p: experiments.Progress) -> None:
             latest["progress"] = {"done": p.done, "total": p.total, "message": p.message}
@@ -100,19 +108,23 @@ def _measure(run: LabRun, stop_beating: threading.Event) -> None:
         try:
             report = experiments.run(lab, read_logs=engine.log_lines, on_progress=progress)
         except experiments.LabError as exc:
-            services.lab_end(run_id=run.pk, status=LabRun.Status.FAILED, error=_redact(str(exc), token),
-                             script=[_redact(line, token) for line in getattr(exc, "script", [])])
+            services.lab_end(run_id=run.pk, status=LabRun.Status.FAILED, error=_redact(str(exc), tokens),
+                             script=[_redact(line, tokens) for line in getattr(exc, "script", [])])
             return
-        # The engine's token is no use once the run is over: the report does not show it.
-        report["settings"]["base_url"] = _redact(report["settings"]["base_url"], token)
-        report["script"] = [_redact(line, token) for line in report["script"]]
+        # The engines' tokens are no use once the run is over: the report does not show them.
+        report["settings"]["base_url"] = _redact(report["settings"]["base_url"], tokens)
+        report["settings"]["batching_urls"] = {k: _redact(v, tokens) for k, v in report["settings"]["batching_urls"].items()}
+        report["script"] = [_redact(line, tokens) for line in report["script"]]
         services.lab_end(run_id=run.pk, status=LabRun.Status.FINISHED, report=report, script=report["script"])
     finally:
-        engines.lab_engine_close(token)
+        for t in tokens:
+            engines.lab_engine_close(t)
 
 
-def _redact(text: str, token: str) -> str:
-    return text.replace(token, "<run>")
+def _redact(text: str, tokens: list[str]) -> str:
+    for token in tokens:
+        text = text.replace(token, "<run>")
+    return text
 
 
 def _beat(run_id, latest: dict, stop: threading.Event) -> None:

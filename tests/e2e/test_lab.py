@@ -19,7 +19,7 @@ from tests.e2e.test_axe import violations
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
 TITLES = ["1. 요청 1건", "2. 같은 요청 8건 동시", "3a. 긴 공통 시스템 프롬프트 ×2", "3b. 맨 앞에 현재 시각 ×2", "4. /metrics 시계열", "5. 선점",
-          "6. 동시 요청 수를 늘려 가며"]
+          "6. 동시 요청 수를 늘려 가며", "7. 정적 배칭 ↔ 연속 배칭"]
 
 
 @pytest.fixture(scope="module")
@@ -55,12 +55,13 @@ def test_the_lab_page_runs_five_experiments_and_reports_them(browser, lab_server
     assert "Engine 000: Avg prompt throughput:" in page.locator(".lab-log").first.inner_text()
     assert "vllm serve engine/models/munuibot-tiny" in page.locator(".lab-launch").inner_text()
     assert "--max-num-seqs 32" in page.locator(".lab-launch").inner_text()
+    assert "정적:" in page.locator('tr[data-experiment="7"]').inner_text(), "static against continuous, measured"
     assert violations(page) == []
 
     with page.expect_download() as caught:
         page.get_by_role("link", name="CSV").click()
     table = list(csv.reader(io.StringIO(Path(caught.value.path()).read_text(encoding="utf-8-sig"))))
-    assert table[0] == ["실험", "조건", "측정값", "출력 원문"] and [r[0] for r in table[1:8]] == TITLES
+    assert table[0] == ["실험", "조건", "측정값", "출력 원문"] and [r[0] for r in table[1:9]] == TITLES
     with page.expect_download() as caught:
         page.get_by_role("link", name="JSON").click()
     data = json.loads(Path(caught.value.path()).read_text(encoding="utf-8"))
@@ -116,6 +117,7 @@ def test_run_lab_prints_the_same_table_against_the_live_server(lab_server, tmp_p
     assert "기동 명령 원문: make run" in done.stdout
     assert report["metric_names"]["kv"] == "vllm:kv_cache_usage_perc" and report["logs"] is None
     assert report["prefix"]["same"][1]["cached_tokens"] > 0, "the site's engine caches the shared prompt"
+    assert report["batching"] is None and "7. 정적" not in done.stdout, "another server has no static mode to compare"
 
 
 def test_run_lab_says_clearly_when_no_server_answers(tmp_path):

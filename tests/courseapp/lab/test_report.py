@@ -3,6 +3,7 @@ import csv
 import io
 
 from courseapp.lab import report
+from tests.courseapp.lab.conftest import measured
 
 
 def test_the_table_has_the_five_experiments_with_their_figures(sample_report):
@@ -117,3 +118,25 @@ def test_the_sweep_is_a_sixth_row_with_its_reading_and_a_chart(sample_report):
     rep = _with_sweep(sample_report, servers=(160.0, 290.0, 520.0, 600.0, 580.0))
     assert "8" in _row(rep, "6")["warning"], "the total stopped growing at 8: the page says so"
     assert sweep_chart({"series": []}) is None
+
+
+def _with_batching(rep, continuous=(3.0, 1.1), static=(4.5, 2.9)):
+    """Experiment 7's shape: 12 requests, every third to max_tokens (200), the rest to 25."""
+    def mode(prefix, span, short):
+        requests = [measured(f"{prefix}{i + 1}", tokens=200 if i % 3 == 0 else 25) for i in range(12)]
+        return {"span_s": span, "server_tokens_per_s": 1000 / span, "mean_latency_s": span * 0.6, "short_mean_latency_s": short,
+                "total_tokens": 1000, "requests": requests}
+    rep["batching"] = {"seats": 4, "long": 200, "short": 25, "continuous": mode("c", *continuous), "static": mode("s", *static)}
+    return rep
+
+
+def test_static_against_continuous_batching_is_a_seventh_row_that_reads_section_3_2(sample_report):
+    row = _row(_with_batching(sample_report), "7")
+    assert row["experiment"] == "7. 정적 배칭 ↔ 연속 배칭" and row["section"] == "s3-2"
+    assert row["condition"].startswith("자리(max_num_seqs) 4개인 엔진 둘에 같은 요청 12건을 한꺼번에: 4건은 200토큰, 나머지는 25토큰까지")
+    assert "연속: 전체 3.00 s" in row["measure"] and "정적: 전체 4.50 s" in row["measure"]
+    assert "연속 | 3.00 | 333.3 | 1.80 | 1.10" in row["output"] and "정적 | 4.50 | 222.2 | 2.70 | 2.90" in row["output"]
+    assert "3.00 s" in row["reading"] and "4.50 s" in row["reading"] and not row["warning"]
+    flipped = _row(_with_batching(sample_report, continuous=(4.6, 3.0), static=(4.5, 2.9)), "7")
+    assert flipped["warning"], "continuous no better than static here: the page says a run can be noise"
+    assert all(r["id"] != "7" for r in report.rows(sample_report | {"batching": None})), "run_lab against vLLM has none"
