@@ -30,8 +30,8 @@ def reading(row_id: str, report: dict) -> dict:
         text = _("§3.3 predicts: together, the server's total throughput grows while one request's speed stays the same "
                  "or drops a little. This run: the server's total is %(gain).1f× the single request's, each request "
                  "averages %(share)s of it. The %(n)d requests are alike and end together, so this row shows batching only; "
-                 "a finished request's seat going to a new one (continuous batching) is the demo's 'static vs continuous "
-                 "batching' scene (§3.2).") % {"gain": gain, "share": f"{share:.0%}", "n": len(per)}
+                 "a finished request's seat going to a new one (continuous batching) is experiment 7 and the demo's 'static "
+                 "vs continuous batching' scene (§3.2).") % {"gain": gain, "share": f"{share:.0%}", "n": len(per)}
         warning = ""
         if gain < 1.2:
             warning = _("The server's total is only %(gain).1f× one request's: few requests may have run together "
