@@ -10,8 +10,10 @@ run's own engine, or a learner's real vLLM — the way a learner's measuring scr
     4. during 2, /metrics every `sample_every_s` (0.1 s: §6 says every second, but on a small
        model experiment 2 can be over in one): running, waiting, KV cache usage (0–1)
     5. vllm:num_preemptions_total just before and after 2, and the server's log lines
-    and, beyond §6's five, a sweep: the request sent 1, 2, 4, 8 and 16 times at once, each
-    level's per-request and server tokens/s (the latency–throughput picture of §3.3)
+    and, beyond §6's five: 6. a sweep, the request sent 1, 2, 4, 8 and 16 times at once, each
+    level's per-request and server tokens/s (the latency–throughput picture of §3.3); 7. where the
+    server has a static mode (this app's lab: `batching_urls`), twelve requests of mixed answer
+    lengths to an engine batching statically and to one batching continuously (§3.2)
 
 Temperature 0 and `max_tokens` fixed; TTFT is measured from the stream (the first chunk that
 carries text). No Django here: the lab page and `manage.py run_lab` both call `run()`.

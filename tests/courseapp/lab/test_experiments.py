@@ -1,0 +1,176 @@
+"""courseapp/lab/experiments.py against a fake OpenAI-compatible server with known timings: the
+lab's numbers are checked without an engine. The fake streams each answer at a set pace and
+serves a /metrics page that counts the requests it is streaming right now, with samples of
+another model and of a second engine beside them (a scaled server's /metrics).
+
+Each test holds a promise the report relies on; the mutants of issue #34 it kills are named."""
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from courseapp.lab import experiments
+from courseapp.lab.experiments import LabSettings
+
+TTFT_S = 0.08  # before the first text chunk
+TOKEN_S = 0.01  # between chunks: an answer of 40 lasts at least 0.48 s
+
+
+class Fake:
+    def __init__(self, cached=0, preemptions=(3, 5)):
+        self.running = 0
+        self.peak = 0
+        self.lock = threading.Lock()
+        self.bodies: list[dict] = []
+        self.cached = cached
+        self.preemptions = list(preemptions)  # the counter at the first scrape, then at every later one
+
+    def metrics(self) -> str:
+        with self.lock:
+            running = self.running
+            count = self.preemptions[0] if len(self.preemptions) == 1 else self.preemptions.pop(0)
+        lines = []
+        for engine, share in (("0", 1.0), ("1", 0.0)):  # a second engine, idle: sums count it, max would too
+            lines += [f'vllm:num_requests_running{{engine="{engine}",model_name="munuibot"}} {running * share}',
+                      f'vllm:num_requests_waiting{{engine="{engine}",model_name="munuibot"}} 0.0',
+                      f'vllm:kv_cache_usage_perc{{engine="{engine}",model_name="munuibot"}} {0.01 * running * share}',
+                      f'vllm:num_preemptions_total{{engine="{engine}",model_name="munuibot"}} {count if engine == "0" else 1}']
+        # another model on the same server: never counted
+        lines += ['vllm:num_requests_running{engine="0",model_name="other"} 50.0',
+                  'vllm:num_preemptions_total{engine="0",model_name="other"} 99.0']
+        return "\n".join(["# TYPE vllm:num_requests_running gauge", "# TYPE vllm:num_requests_waiting gauge",
+                          "# TYPE vllm:kv_cache_usage_perc gauge", "# TYPE vllm:num_preemptions_total counter", *lines]) + "\n"
+
+
+def serve(fake: Fake):
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            body = fake.metrics().encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_POST(self):
+            request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            with fake.lock:
+                fake.bodies.append(request)
+                fake.running += 1
+                fake.peak = max(fake.peak, fake.running)
+            n = request["max_tokens"]
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            try:
+                time.sleep(TTFT_S)
+                for i in range(n):
+                    chunk = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "munuibot",
+                             "choices": [{"index": 0, "delta": {"content": f"t{i} "}, "finish_reason": None}]}
+                    self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                    self.wfile.flush()
+                    time.sleep(TOKEN_S)
+                usage = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "munuibot", "choices": [],
+                         "usage": {"prompt_tokens": 600, "completion_tokens": n, "total_tokens": 600 + n,
+                                   "prompt_tokens_details": {"cached_tokens": fake.cached}}}
+                self.wfile.write(f"data: {json.dumps(usage)}\n\ndata: [DONE]\n\n".encode())
+                self.wfile.flush()
+            finally:
+                with fake.lock:
+                    fake.running -= 1
+            self.close_connection = True
+
+    class Server(ThreadingHTTPServer):
+        request_queue_size = 64  # the sweep opens 16 streams at once
+
+    server = Server(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}"
+
+
+def run(fake, **overrides):
+    settings = LabSettings(base_url=fake.url, max_tokens=40, concurrency=8, sample_every_s=0.05, timeout_s=30, **overrides)
+    return experiments.run(settings)
+
+
+@pytest.fixture(scope="module")
+def lab():
+    """One whole lab run against the fake: (the fake, its report)."""
+    fake = Fake(preemptions=(3, 5))  # before experiment 2: 3 (+1 on the idle engine), from then on: 5 (+1)
+    server, fake.url = serve(fake)
+    try:
+        yield fake, run(fake)
+    finally:
+        server.shutdown()
+
+
+def test_a_short_experiment_2_is_still_sampled_and_shows_the_requests_running_together(lab):
+    """Issue #30: experiment 2 lasting half a second still has samples with ≥ 2 running."""
+    fake, report = lab
+    during = [p for p in report["series"] if p["running"]]
+    assert len(report["series"]) >= 3 and max(p["running"] for p in report["series"]) >= 2 and fake.peak == 16  # the sweep: 16
+    assert report["series"][-1]["running"] == 0, "a last sample after the queue drained"
+    assert all(p["kv"] == pytest.approx(0.01 * p["running"]) for p in during)
+
+
+def test_ttft_is_the_first_chunk_and_the_span_is_wall_time_not_the_sum(lab):
+    """Mutants: TTFT taken at the last chunk; experiment 2's span as the sum of request times.
+    (Only what the fake's sleeps guarantee is compared, never a speed.)"""
+    _fake, report = lab
+    one = report["single"]
+    assert one["ttft"] >= TTFT_S and one["elapsed"] - one["ttft"] >= 0.9 * 39 * TOKEN_S, "39 more chunks came after the first"
+    assert one["completion_tokens"] == 40 and one["tokens_per_s"] == pytest.approx(40 / one["elapsed"])
+    many = report["concurrent"]
+    ends = [m["started"] + m["elapsed"] for m in many["requests"]]
+    assert many["span_s"] == pytest.approx(max(ends) - min(m["started"] for m in many["requests"]))
+    assert many["span_s"] < sum(m["elapsed"] for m in many["requests"])
+    assert many["server_tokens_per_s"] == pytest.approx(8 * 40 / many["span_s"])
+
+
+def test_the_metrics_of_this_model_are_summed_over_engines_and_preemptions_are_the_delta(lab):
+    """Mutants: another model's samples counted; max instead of sum over a scaled server's
+    engines; preemptions as the total instead of the delta."""
+    _fake, report = lab
+    assert max(p["running"] for p in report["series"]) <= 8, "the other model's 50 running are not ours"
+    assert report["preemptions"] == {"before": 4.0, "after": 6.0, "delta": 2}
+
+
+def test_3b_puts_the_time_at_the_very_front_of_the_system_prompt(lab):
+    """Mutant: the timestamp at the end of the system prompt (the cache would then hit: §4.3's point gone)."""
+    fake, _report = lab
+    systems = [b["messages"][0]["content"] for b in fake.bodies if len(b["messages"][0]["content"]) > 3000]
+    same, stamped = systems[:2], systems[2:4]
+    assert same[0] == same[1] and same[0].startswith("[세션 ")
+    assert all(s.startswith("현재 시각: ") for s in stamped) and stamped[0] != stamped[1]
+    assert stamped[0].endswith(same[0]), "only the front differs"
+
+
+def test_experiment_7_sends_the_same_mixed_batch_to_both_engines(lab):
+    _fake, plain = lab
+    assert plain["batching"] is None, "no static engine named: experiment 7 is left out"
+    fake, static = Fake(), Fake()
+    server_c, fake.url = serve(fake)
+    server, static.url = serve(static)
+    try:
+        report = run(fake, batching_urls={"continuous": fake.url, "static": static.url})
+    finally:
+        server.shutdown()
+        server_c.shutdown()
+    b = report["batching"]
+    assert (b["seats"], b["long"], b["short"]) == (experiments.BATCHING_SEATS, 40, 5)
+    sent = [body["max_tokens"] for body in static.bodies]
+    assert sorted(sent) == sorted([40] * 4 + [5] * 8) and all(body.get("ignore_eos") for body in static.bodies)
+    for mode in ("continuous", "static"):
+        m = b[mode]
+        assert len(m["requests"]) == 12 and m["total_tokens"] == 4 * 40 + 8 * 5
+        shorts = [r["elapsed"] for r in m["requests"] if r["completion_tokens"] == 5]
+        assert m["short_mean_latency_s"] == pytest.approx(sum(shorts) / 8)
