@@ -14,7 +14,7 @@ def run_in_fresh_loop(coro_fn, timeout: float = 120):
         except BaseException as exc:  # re-raised in the caller
             box["error"] = exc
 
-    thread = threading.Thread(target=target)
+    thread = threading.Thread(target=target, daemon=True)
     thread.start()
     thread.join(timeout)
     if "error" in box:

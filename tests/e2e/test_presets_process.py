@@ -87,7 +87,7 @@ def test_twenty_learners_starting_scenes_at_once_get_no_server_error(daphne):
         gate.wait()
         codes.append(learner.start("preemption", paused=True)[0])
 
-    threads = [threading.Thread(target=go, args=(learner,)) for learner in learners]
+    threads = [threading.Thread(target=go, args=(learner,), daemon=True) for learner in learners]
     for thread in threads:
         thread.start()
     for thread in threads:

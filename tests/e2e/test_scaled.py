@@ -186,7 +186,7 @@ def test_sigterm_stops_an_open_run_saying_the_worker_shut_down_and_the_worker_ex
     def viewer():
         seen["last"] = run_in_fresh_loop(lambda: watch(web, run_id, until, timeout=120))
 
-    page = threading.Thread(target=viewer)
+    page = threading.Thread(target=viewer, daemon=True)
     page.start()
     assert watching.wait(60), "the page gets the run's frames"
     os.killpg(worker.pid, signal.SIGTERM)  # a warm shutdown, as systemd or Ctrl-C sends

@@ -97,7 +97,7 @@ def test_more_streams_than_seats_wait_and_a_tiny_pool_preempts(server):
         except Exception as exc:  # noqa: BLE001 — reported below, not lost in a thread
             failures.append(exc)
 
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(10)]
+    threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(10)]
     for thread in threads:
         thread.start()
     while any(t.is_alive() for t in threads):

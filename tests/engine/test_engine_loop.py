@@ -30,7 +30,7 @@ def test_streams_tokens_from_many_threads_in_one_batch(loop, tiny_llama):
         except Exception as exc:  # surface assertion errors from threads
             errors.append(exc)
 
-    threads = [threading.Thread(target=client, args=(i,)) for i in range(6)]
+    threads = [threading.Thread(target=client, args=(i,), daemon=True) for i in range(6)]
     for t in threads:
         t.start()
     for t in threads:

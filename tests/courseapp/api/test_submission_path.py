@@ -134,7 +134,7 @@ def _at_once(count: int, call) -> list:
         finally:
             connections.close_all()
 
-    threads = [threading.Thread(target=run, args=(n,)) for n in range(count)]
+    threads = [threading.Thread(target=run, args=(n,), daemon=True) for n in range(count)]
     for thread in threads:
         thread.start()
     for thread in threads:

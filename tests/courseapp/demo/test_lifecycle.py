@@ -216,7 +216,7 @@ def test_a_run_ended_from_outside_ends_its_frames_with_the_same_status_and_reaso
     watcher = Watcher()
     session = RunSession("outside-end", spec, publish=watcher)
     assert session.is_ticking() and not session.has_started()  # building: alive, not yet running
-    thread = threading.Thread(target=session.run)
+    thread = threading.Thread(target=session.run, daemon=True)  # a failing assert below must not leave it holding the interpreter
     thread.start()
     for _ in range(600):
         if session.has_started():
