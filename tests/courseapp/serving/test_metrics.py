@@ -59,5 +59,21 @@ def test_the_per_request_figures_are_vllms():
     assert value[("vllm:request_prompt_tokens_bucket", "50.0")] == 1 and value[("vllm:request_prompt_tokens_bucket", "20.0")] == 0
 
 
+def test_each_latency_goes_to_its_own_histogram_and_every_finish_reason_is_counted():
+    """Mutants (issue #34): the TTFT histogram fed the E2E time; request_success counted for
+    `stop` only."""
+    metrics = ServingMetrics("munuibot")
+    metrics.observe(finished(tokens=10, ttft=0.5, e2e=1.4, queue=0.2), prompt_tokens=30, max_tokens=64)
+    cut = finished(tokens=4, ttft=0.25, e2e=0.7, queue=0.1)
+    cut.finish_reason = "length"
+    metrics.observe(cut, prompt_tokens=30, max_tokens=4)
+    value = {(s.name, s.labels.get("finished_reason")): s.value for s in samples(metrics) if s.labels.get("le") is None}
+    assert value[("vllm:time_to_first_token_seconds_sum", None)] == 0.75
+    assert abs(value[("vllm:e2e_request_latency_seconds_sum", None)] - 2.1) < 1e-9
+    assert value[("vllm:time_to_first_token_seconds_count", None)] == 2
+    assert value[("vllm:inter_token_latency_seconds_count", None)] == 9 + 3
+    assert value[("vllm:request_success_total", "stop")] == 1 and value[("vllm:request_success_total", "length")] == 1
+
+
 def test_token_buckets_run_one_two_five_up_to_the_context():
     assert _one_two_five(2048) == (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000)

@@ -25,6 +25,16 @@ def test_a_chat_request_becomes_sampling_parameters():
     assert request.stream and request.include_usage
 
 
+def test_max_completion_tokens_and_ignore_eos_reach_the_engine():
+    """Mutants (issue #34): max_completion_tokens ignored for max_tokens; ignore_eos forced off."""
+    request = parse_request(chat(max_completion_tokens=12, ignore_eos=True), chat=True, served_model="munuibot")
+    sampling = request.sampling(request.max_tokens)  # the engine host passes it on (or the context's room)
+    assert (request.max_tokens, sampling["max_tokens"], sampling["ignore_eos"]) == (12, 12, True)
+    with pytest.raises(ApiError) as refused:
+        parse_request(chat(max_completion_tokens=0), chat=True, served_model="munuibot")
+    assert refused.value.param == "max_completion_tokens", "the error names the parameter the client sent"
+
+
 def test_text_content_parts_are_joined_and_a_single_prompt_list_is_a_prompt():
     body = chat(messages=[{"role": "user", "content": [{"type": "text", "text": "가"}, {"type": "text", "text": "나"}]}])
     assert parse_request(body, chat=True, served_model="munuibot").messages[0]["content"] == "가나"
