@@ -93,6 +93,31 @@ def test_a_retry_with_the_same_key_gets_the_same_answer_and_another_body_409(two
     assert fresh.json()["attempt_id"] != first.json()["attempt_id"] and Attempt.objects.count() == 2
 
 
+def test_a_key_is_one_clients_another_client_sending_the_same_key_gets_its_own_answer(two_classes):
+    """Mutant (issue #34): the kept answer looked up by key alone, not by client."""
+    question = Question.objects.filter(type="single").first()
+    in_a, in_b = api(token_for(two_classes[0])), api(token_for(two_classes[1]))
+    first = in_a("post", "submissions", {"learner": "s-1", "question": question.slug,
+                                         "response": api_response(question, right=False)}, HTTP_IDEMPOTENCY_KEY="sub-0001")
+    other = in_b("post", "submissions", {"learner": "t-9", "question": question.slug,
+                                         "response": api_response(question)}, HTTP_IDEMPOTENCY_KEY="sub-0001")
+    assert first.status_code == other.status_code == 201
+    assert other.json()["learner_id"] != first.json()["learner_id"] and other.json()["score"] == 1.0
+    assert Attempt.objects.count() == 2 and IdempotentAnswer.objects.count() == 2
+
+
+def test_a_two_class_tokens_gradebook_names_one_class_only(two_classes):
+    """Mutant (issue #34): `?class_id=` of a two-class token returning every class's rows."""
+    a, b = two_classes
+    both = api(token_for(a, b))
+    question = Question.objects.filter(type="single").first()
+    for learner, cohort in (("only-a", a), ("only-b", b)):
+        assert both("post", "submissions", {"learner": learner, "question": question.slug, "class_id": cohort.pk,
+                                            "response": api_response(question)}).status_code == 201
+    assert [row["external_id"] for row in both("get", "gradebook", data={"class_id": a.pk}).json()["items"]] == ["only-a"]
+    assert [row["external_id"] for row in both("get", "gradebook", data={"class_id": b.pk}).json()["items"]] == ["only-b"]
+
+
 def test_a_token_sees_only_its_classes(two_classes):
     a, b = two_classes
     in_a, in_b = api(token_for(a)), api(token_for(b))
