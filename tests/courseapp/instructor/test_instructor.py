@@ -229,3 +229,20 @@ def test_a_class_name_with_control_characters_is_refused_and_nothing_is_stored()
     assert not Cohort.objects.exists()
     assert kim.post(reverse("instructor:index"), {"name": "  LLM   서빙 "}).status_code == 302
     assert Cohort.objects.get().name == "LLM 서빙"
+
+
+def test_an_unanswered_question_counts_0_in_its_cell_and_another_classs_learner_is_out_of_reach(small_class):
+    """Mutants (issue #34): the cell as the mean over answered questions only; member() not scoped
+    to the class in the URL."""
+    cohort, teacher, _ana, _ben = small_class
+    cho = Learner.objects.create(user=UserFactory(username="cho"))
+    Membership.objects.create(cohort=cohort, learner=cho)
+    q1 = cohort.lesson.objectives.get(order=1).questions.get(slug__endswith="q1")
+    Attempt.objects.create(learner=cho, question=q1, response={"choice": "a"}, score=1.0, nonce="cho-1")
+    assert cells(cohort, "latest")["cho"] == [50, None], "q2 unanswered: (1 + 0) / 2"
+    other = services.cohort_create(instructor=teacher, name="다른 반", lesson=cohort.lesson)
+    dan = Learner.objects.create(user=UserFactory(username="dan"))
+    Membership.objects.create(cohort=other, learner=dan)
+    assert selectors.member(cohort, dan.pk) is None and selectors.member(other, dan.pk) is not None
+    assert login("teacher").get(reverse("instructor:learner", args=[cohort.pk, dan.pk])).status_code == 404
+    assert login("teacher").get(reverse("instructor:learner", args=[other.pk, dan.pk])).status_code == 200

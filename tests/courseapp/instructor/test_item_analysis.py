@@ -44,6 +44,23 @@ def test_figures_match_the_hand_worked_example():
     assert pearson([1, 2, 3], [2, 4, 6]) == pytest.approx(1.0)
 
 
+def test_facility_counts_those_who_answered_and_the_groups_are_27_percent():
+    """Mutants (issue #34): facility over the whole class; upper/lower groups of 50%. A class of
+    ten, eight of whom answered x (L0 and L1 did not):
+
+        learner   L2   L3   L4   L5   L6   L7   L8   L9
+        t        0.2  0.3  0.4  0.5  0.6  0.7  0.8  0.9
+        x          0    0    1    0    1    1    1    1
+        total    0.2  0.3  1.4  0.5  1.6  1.7  1.8  1.9
+
+    facility 5/8 = 0.625 (not 5/10); groups of ⌈0.27·8⌉ = 3: bottom (L2, L3, L5) 0, top (L7, L8,
+    L9) 1 → 1.0 (groups of 4 would give 1 − 0.25 = 0.75)."""
+    x = {2: 0, 3: 0, 4: 1, 5: 0, 6: 1, 7: 1, 8: 1, 9: 1}
+    scores = {f"L{i}": {"t": i / 10, **({"x": x[i]} if i in x else {})} for i in range(10)}
+    stats = item_stats("x", scores)
+    assert (stats.n, stats.facility, stats.discrimination) == (8, 0.625, 1.0)
+
+
 @pytest.mark.django_db
 def test_the_class_page_computes_them_from_first_attempts_with_the_options_chosen(client):
     lesson = LessonFactory()
