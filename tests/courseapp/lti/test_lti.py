@@ -11,6 +11,7 @@ import pytest
 from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 from lti_tool.models import Key, LtiDeployment, LtiRegistration, LtiUser
 
 from courseapp.instructor import services as instructor_services
@@ -427,3 +428,84 @@ def test_scaled_mode_sends_by_celery_task_and_counts_a_retry_down(platform, sett
     tasks.passback(passback.pk)
     passback.refresh_from_db()
     assert passback.status == Passback.Status.SENT and platform.scores[-1]["userId"] == "stu-1"
+
+
+# --- issue #34: promises no test held ------------------------------------------------------------
+ADMINISTRATOR = "http://purl.imsglobal.org/vocab/lis/v2/membership#Administrator"
+CONTENT_DEVELOPER = "http://purl.imsglobal.org/vocab/lis/v2/membership#ContentDeveloper"
+
+
+@pytest.mark.parametrize("role", [ADMINISTRATOR, CONTENT_DEVELOPER])
+def test_lms_administrators_and_content_developers_teach_too(platform, role):
+    """Mutant: TEACHING_ROLES reduced to instructors."""
+    client = Client()
+    launch(Client(), platform, "stu-1")
+    answer = launch(client, platform, "staff-1", roles=(role,))
+    cohort = Membership.objects.get().cohort
+    assert answer["Location"] == reverse("instructor:cohort", args=[cohort.pk])
+    assert is_instructor(client.get("/").wsgi_request.user)
+
+
+def _pending_passback(client, lms, user_id="stu-1") -> Passback:
+    launch(client, lms, user_id, custom={"section": "s2"})
+    question = section_questions("s2")[0]
+    client.post(reverse("quizzes:submit", args=[question.slug]), {**right_form(question), "nonce": f"n-{user_id}"})
+    return Passback.objects.get()
+
+
+def test_each_failed_send_waits_twice_as_long_as_the_one_before(platform, settings):
+    """Mutant: no exponential backoff (the LMS that is down gets hammered at a fixed rate)."""
+    settings.LTI_PASSBACK_BACKOFF_S, settings.LTI_PASSBACK_MAX_ATTEMPTS = 3, 10
+    passback = _pending_passback(Client(), platform)
+    platform.fail_scores = 4
+    delays = []
+    for _ in range(4):
+        Passback.objects.filter(pk=passback.pk).update(next_try_at=timezone.now())  # due now
+        delays.append(services.passback_send(passback_id=passback.pk))
+    assert delays == [3, 6, 12, 24]
+
+
+def test_a_score_that_changed_while_the_old_one_was_on_its_way_is_sent_next(platform):
+    """Mutant: the send marked SENT although a newer score arrived meanwhile (the LMS would keep the
+    old one). Killed when the SENT update drops its status condition; dropping only scored_at is
+    equivalent here, since the new score also sets the row back to pending."""
+    client = Client()
+    passback = _pending_passback(client, platform)
+    questions = section_questions("s2")
+
+    def post_and_answer_again(pb):  # the learner answers another question while the LMS call is under way
+        client.post(reverse("quizzes:submit", args=[questions[1].slug]), {**right_form(questions[1]), "nonce": "during"})
+        from courseapp.lti import ags
+
+        ags.post_score(pb)
+
+    assert services.passback_send(passback_id=passback.pk, post_score=post_and_answer_again) is None
+    passback.refresh_from_db()
+    assert passback.status != Passback.Status.SENT and passback.score_given == 2, "the newer score is still to go"
+    Passback.objects.filter(pk=passback.pk).update(next_try_at=timezone.now())
+    services.passback_send(passback_id=passback.pk)
+    passback.refresh_from_db()
+    assert passback.status == Passback.Status.SENT and platform.scores[-1]["scoreGiven"] == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_embedded_sender_resumes_what_was_left_unsent_when_it_starts(settings):
+    """Mutant: the embedded sender not resuming unsent passbacks at start (a restart would lose them)."""
+    from courseapp.lti import delivery
+
+    lms = registered_platform()
+    try:
+        passback = _pending_passback(Client(), lms)
+        deadline = time.monotonic() + 20  # the process's sender sends it; then it is left unsent as after a crash
+        while time.monotonic() < deadline and not Passback.objects.filter(status=Passback.Status.SENT).exists():
+            time.sleep(0.05)
+        Passback.objects.filter(pk=passback.pk).update(status=Passback.Status.PENDING, next_try_at=timezone.now())
+        before = len(lms.scores)
+        sender = delivery._Sender()  # a new process's sender: nothing is added to it by hand
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not Passback.objects.filter(pk=passback.pk, status=Passback.Status.SENT).exists():
+            time.sleep(0.05)
+        assert Passback.objects.get(pk=passback.pk).status == Passback.Status.SENT and len(lms.scores) == before + 1
+        assert sender._thread.daemon
+    finally:
+        lms.close()
