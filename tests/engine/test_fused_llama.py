@@ -126,3 +126,30 @@ def test_row_buckets_and_the_warm_up_that_builds_them_once(tiny_models, monkeypa
     assert calls == [], "the second engine of the same sizes builds nothing"
     LLMEngine(EngineConfig(model=path, block_size=4, num_blocks=64, max_num_seqs=4, max_num_batched_tokens=130))
     assert sorted(set(calls)) == [112, 120, 128, 144], "a bigger step budget builds only its new buckets"
+
+
+def test_a_checkpoint_with_attention_biases_gives_transformers_logits(tmp_path):
+    """Mutant (issue #34): o_proj's bias dropped. supports() accepts a Llama with
+    attention_bias=True, so the fused forward must use all four of its biases (set nonzero here:
+    transformers initialises them to zero)."""
+    torch.manual_seed(7)
+    config = LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                         num_key_value_heads=2, max_position_embeddings=512, eos_token_id=255, attention_bias=True)
+    model = AutoModelForCausalLM.from_config(config)
+    with torch.no_grad():
+        for layer in model.model.layers:
+            for proj in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj, layer.self_attn.o_proj):
+                proj.bias.normal_(0, 0.5)
+    model.save_pretrained(tmp_path)
+    engine = LLMEngine(EngineConfig(model=str(tmp_path), block_size=4, num_blocks=64, max_num_seqs=4, max_num_batched_tokens=32))
+    assert engine.loaded.fused is not None and engine.loaded.fused.layers[0].o.bias is not None
+    ps = prompts(2, length_range=(6, 14), seed=5)
+    for i, p in enumerate(ps):
+        engine.add_request(p, {"temperature": 0, "max_tokens": 4}, f"b{i}")
+    engine.step()
+    reqs, logits, _ = engine.runner.execute(engine.scheduler.schedule().scheduled)
+    reference = AutoModelForCausalLM.from_pretrained(tmp_path, dtype=torch.float32, attn_implementation="sdpa").eval()
+    for req, row in zip(reqs, logits):
+        with torch.inference_mode():
+            expected = reference(input_ids=torch.tensor([req.all_token_ids])).logits[0, -1]
+        torch.testing.assert_close(row, expected, atol=1e-4, rtol=1e-4)
