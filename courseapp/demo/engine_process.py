@@ -150,9 +150,15 @@ def _child_main(conn, torch_threads: int) -> None:
         if entry is not None:
             entry.engine.stop()
 
+    # An abort can overtake its own open (opens run on the pool below): it is kept until the open
+    # has submitted, then applied, so a client gone early never leaves its request running.
+    opening: set = set()  # (key, id) whose open is under way
+    cancelled: set = set()  # of those, aborted meanwhile
+    guard = threading.Lock()
+
     def open_request(key: str, rid: str, messages, prompt, max_tokens, sampling: dict) -> None:
+        entry = hosted.get(key)
         try:
-            entry = hosted.get(key)
             if entry is None:
                 raise RuntimeError(f"no engine {key!r} in this process")
             ids, max_tokens = entry.engine.prepare(messages=messages, prompt=prompt, max_tokens=max_tokens)
@@ -162,6 +168,20 @@ def _child_main(conn, torch_threads: int) -> None:
             send(("refused", key, rid, str(refused), refused.param))
         except Exception as exc:
             send(("error", key, rid, f"{type(exc).__name__}: {exc}"))
+        finally:
+            with guard:
+                opening.discard((key, rid))
+                late = (key, rid) in cancelled
+                cancelled.discard((key, rid))
+            if late and entry is not None:
+                entry.engine.abort(rid)
+
+    def abort(key: str, rid: str) -> None:
+        with guard:
+            if (key, rid) in opening:
+                cancelled.add((key, rid))
+                return
+        hosted[key].engine.abort(rid)
 
     def answer(number: int, what: str, args, kwargs) -> None:
         try:
@@ -198,9 +218,11 @@ def _child_main(conn, torch_threads: int) -> None:
         elif kind == "command" and message[1] in sessions:
             sessions[message[1]].command(message[2])
         elif kind == "open":
+            with guard:
+                opening.add((message[1], message[2]))
             opener.submit(open_request, *message[1:])
         elif kind == "abort" and message[1] in hosted:
-            hosted[message[1]].engine.abort(message[2])
+            abort(message[1], message[2])
         elif kind == "watch" and message[1] in hosted:
             hosted[message[1]].watch(message[2])
         elif kind == "ask":
