@@ -58,7 +58,7 @@ CATEGORIES = (
     "기타",  # anything else: a question unrelated to shopping, or a shop matter outside the ten
 )
 SHOP_CATEGORIES = CATEGORIES[:-1]
-OTHER_SHARE = 0.09  # of the examples are 기타
+OTHER_SHARE = 0.10  # of the examples are 기타
 
 TONES = ("정중", "친근", "간결", "급함", "불만")
 
@@ -74,6 +74,7 @@ _JOSA = {
     "으로": ("으로", "로"),
     "이나": ("이나", "나"),
     "이에요": ("이에요", "예요"),
+    "이랑": ("이랑", "랑"),
 }
 # How a trailing digit or Latin letter is read aloud: True = ends in a consonant, "ㄹ" = ends in ㄹ.
 _DIGIT_BATCHIM = {"0": True, "1": "ㄹ", "2": False, "3": True, "4": False, "5": False,
@@ -1176,8 +1177,8 @@ def make_example(rng: random.Random, system: str | None = None) -> dict[str, str
     sides = [rng.choice(SIDES[c]) for c in side_cats]
 
     # ---- the inquiry -------------------------------------------------------------------------
-    # Half the time the problem is put in one of the hand-written phrasings (phrasings.ASKS).
-    if rng.random() < 0.5:
+    # Three times in five the problem is put in one of the hand-written phrasings (phrasings.ASKS).
+    if rng.random() < 0.6:
         body = [rng.choice(asks)]
         if tone != "간결" and rng.random() < (0.5 if level >= 2 else 0.25):
             more = rng.choice(sub["more"])

@@ -64,8 +64,8 @@ SAMPLE_INQUIRIES = (
 @dataclass
 class TrainConfig:
     out: str = DEFAULT_OUT
-    steps: int = 3500
-    examples: int = 60000
+    steps: int = 4000
+    examples: int = 70000
     seed: int = 1234
     batch_size: int = 16
     seq_len: int = 384  # max tokens after the system prompt (user turn + answer); longer ones are cut

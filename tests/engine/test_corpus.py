@@ -25,7 +25,7 @@ from engine.training.noise import LOANWORDS, _swap, roughen
 EVAL = Path(__file__).resolve().parents[2] / "bench" / "data" / "inquiries_handwritten.jsonl"
 
 
-def test_every_category_is_drawn_and_about_one_in_eleven_is_other():
+def test_every_category_is_drawn_and_about_one_in_ten_is_other():
     corpus = make_corpus(3000, seed=3)
     counts = Counter(ex["category"] for ex in corpus)
     assert set(counts) == set(CATEGORIES)
