@@ -377,12 +377,14 @@ class ServingEngine:
     KV pool of its own, stepping in its own thread (engine.engine_loop.EngineLoop); requests come
     from any thread or event loop and stream their outputs back."""
 
-    def __init__(self, log_interval_s: float = 10.0, v0_preemption_warnings: bool = False, **config):
+    def __init__(self, log_interval_s: float = 10.0, v0_preemption_warnings: bool = False, served_name: str = "munuibot",
+                 **config):
         eng = _engine()
         from engine.engine_loop import EngineLoop
         from engine.stat_logger import StatLogger
 
         self.config = eng.EngineConfig(**config)
+        self.served_name = served_name  # what /v1/models calls it (the live view's heading)
         # load_model keeps one copy of each model per process: this is shared_model()'s copy
         # when the model is the default one, which the demo's lanes use too.
         self.engine = eng.LLMEngine(self.config)
@@ -478,7 +480,7 @@ class ServingEngine:
         from courseapp.demo.served_view import ServedView
 
         if self._view is None:
-            self._view = ServedView(self, publish).start()
+            self._view = ServedView(self, publish, title=self.served_name).start()
         return True
 
     def view_close(self) -> None:

@@ -25,14 +25,14 @@ PREVIEW_TOKENS = 40  # the end of each prompt shown (the user's turn; the system
 
 
 class ServedView:
-    def __init__(self, serving_engine, publish, title: str = "served"):
+    def __init__(self, serving_engine, publish, title: str = "munuibot"):
         self.loop = serving_engine.loop
         self.engine = serving_engine.engine
         self.publish = publish  # callable(message): a snapshot or a delta, to every viewer
         cfg = self.engine.config
         config = {"num_blocks": self.engine.num_blocks, "block_size": cfg.block_size, "max_num_seqs": cfg.max_num_seqs,
                   "max_num_batched_tokens": cfg.max_num_batched_tokens, "enable_prefix_caching": cfg.enable_prefix_caching}
-        self.lane = LaneState("served", title, config)
+        self.lane = LaneState("served", title, config)  # the lane's heading: the served model's name
         self.builder = FrameBuilder("served", [self.lane], scene="served")
         self.stream = FrameStream()
         self.dropped = 0

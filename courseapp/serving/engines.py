@@ -77,7 +77,7 @@ def _in_process(key: str, options: dict):
         if _process is None:
             _process = EngineProcess(torch_threads=settings.SERVING_TORCH_THREADS, name="engine-core")
     _stop_at_exit()
-    return ServedEngine(_process, key, options).ensure_open()
+    return ServedEngine(_process, key, {"served_name": settings.SERVED_MODEL_NAME, **options}).ensure_open()
 
 
 def new_engine(**options):
@@ -90,7 +90,7 @@ def new_engine(**options):
     from courseapp.demo.host import ServingEngine
 
     torch.set_num_threads(settings.SERVING_TORCH_THREADS)
-    engine = ServingEngine(**options)
+    engine = ServingEngine(**{"served_name": settings.SERVED_MODEL_NAME, **options})
     _stop_at_exit()
     return engine
 
