@@ -57,6 +57,9 @@ def test_the_lab_page_runs_five_experiments_and_reports_them(browser, lab_server
     assert "--max-num-seqs 32" in page.locator(".lab-launch").inner_text()
     assert "정적:" in page.locator('tr[data-experiment="7"]').inner_text(), "static against continuous, measured"
     assert violations(page) == []
+    page.set_viewport_size({"width": 390, "height": 844})  # the report on a phone
+    assert violations(page) == []
+    page.set_viewport_size({"width": 1280, "height": 900})
 
     with page.expect_download() as caught:
         page.get_by_role("link", name="CSV").click()

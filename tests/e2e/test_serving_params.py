@@ -151,9 +151,11 @@ def test_chat_logprobs_are_the_models_own(server, reference):
 
 def test_sampling_parameters_change_the_answer_as_asked(server):
     api = client(server)
-    plain = api.completions.create(model="munuibot", prompt="배송 배송", max_tokens=12, temperature=0)
-    penalised = api.completions.create(model="munuibot", prompt="배송 배송", max_tokens=12, temperature=0,
-                                       frequency_penalty=2.0, extra_body={"repetition_penalty": 1.5})
+    # The small model is sure of its answer: only a heavy penalty moves it (its greedy answer
+    # repeats two of its tokens within 40; penalised, none).
+    plain = api.completions.create(model="munuibot", prompt="배송 배송", max_tokens=40, temperature=0)
+    penalised = api.completions.create(model="munuibot", prompt="배송 배송", max_tokens=40, temperature=0,
+                                       frequency_penalty=2.0, extra_body={"repetition_penalty": 10.0})
     assert penalised.choices[0].text != plain.choices[0].text
     status, body = post(server, "/v1/completions", {"model": "munuibot", "prompt": "배송", "max_tokens": 5, "temperature": 0,
                                                      "min_tokens": 5, "ignore_eos": False})

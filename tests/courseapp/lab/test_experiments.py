@@ -98,8 +98,13 @@ def serve(fake: Fake):
 
 
 def run(fake, **overrides):
+    """experiments.run in a thread of its own, as the lab runner calls it (a browser test's
+    Playwright session may keep an event loop running in this one)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     settings = LabSettings(base_url=fake.url, max_tokens=40, concurrency=8, sample_every_s=0.05, timeout_s=30, **overrides)
-    return experiments.run(settings)
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(experiments.run, settings).result(timeout=300)
 
 
 @pytest.fixture(scope="module")
