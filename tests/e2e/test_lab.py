@@ -26,7 +26,8 @@ TITLES = ["1. 요청 1건", "2. 같은 요청 8건 동시", "3a. 긴 공통 시�
 def lab_server(django_db_setup, django_db_blocker):
     # Short answers keep it quick; /metrics sampled often so experiment 2 has a series.
     with django_db_blocker.unblock():
-        proc, url, log = start_daphne({"LAB_MAX_TOKENS": "16", "LAB_SAMPLE_EVERY_S": "0.1"})
+        # The lab's engines in the engine process, as `make run` hosts them (the live view's frames cross its pipe).
+        proc, url, log = start_daphne({"LAB_MAX_TOKENS": "16", "LAB_SAMPLE_EVERY_S": "0.1", "SERVING_ENGINE_PROCESS": "1"})
     yield url
     stop_process(proc)
     log.close()
