@@ -467,8 +467,9 @@ def test_each_failed_send_waits_twice_as_long_as_the_one_before(platform, settin
 
 def test_a_score_that_changed_while_the_old_one_was_on_its_way_is_sent_next(platform):
     """Mutant: the send marked SENT although a newer score arrived meanwhile (the LMS would keep the
-    old one). Killed when the SENT update drops its status condition; dropping only scored_at is
-    equivalent here, since the new score also sets the row back to pending."""
+    old one). Killed when the SENT update drops its status condition. Dropping only scored_at is not
+    caught here (the new score also sets the row back to pending); it matters when a second sender
+    has claimed the newer score meanwhile (docs/testing.md)."""
     client = Client()
     passback = _pending_passback(client, platform)
     questions = section_questions("s2")
