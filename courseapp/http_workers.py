@@ -93,10 +93,9 @@ def _recv_exactly(channel: socket.socket, size: int) -> bytes | None:
     return bytes(data)
 
 
-def _worker_main(channel: socket.socket, settings_module: str, databases: dict) -> None:
-    """A worker: load Django, say so, then answer requests one after another until the server
-    goes away (its end of the socket closes)."""
-    _worker_init(settings_module, databases)
+def _answer_requests(channel: socket.socket, serve) -> None:
+    """Say ready, then answer requests one after another with `serve(environ, body)` until the
+    server goes away (its end of the socket closes)."""
     channel.sendall(_HEADER.pack(len(_READY)) + _READY)
     while True:
         header = _recv_exactly(channel, _HEADER.size)
@@ -104,12 +103,18 @@ def _worker_main(channel: socket.socket, settings_module: str, databases: dict) 
         if message is None:
             return
         try:
-            answer = (True, _serve(*pickle.loads(message)))
+            answer = (True, serve(*pickle.loads(message)))
         except Exception as exc:  # Django turns a view's errors into responses: this is rarer
             logger.exception("An HTTP worker failed to serve a request.")
             answer = (False, f"{type(exc).__name__}: {exc}")
         data = pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL)
         channel.sendall(_HEADER.pack(len(data)) + data)
+
+
+def _worker_main(channel: socket.socket, settings_module: str, databases: dict) -> None:
+    """A worker: load Django, then answer requests until the server goes away."""
+    _worker_init(settings_module, databases)
+    _answer_requests(channel, _serve)
 
 
 class _Died(Exception):

@@ -6,32 +6,27 @@ Mutants (issue #34) this kills: a POST whose worker died run again; every reques
 held failed instead of only the one it was running. The e2e test only kills an idle worker."""
 import asyncio
 import os
-import pickle
 import signal
 import socket
 from pathlib import Path
 
 from courseapp import http_workers
-from courseapp.http_workers import _HEADER, _READY, WorkerPool, _Worker, _recv_exactly
+from courseapp.http_workers import WorkerPool, _answer_requests, _Worker
 from tests.aio import run_in_fresh_loop
 
 
 def fake_worker(channel: socket.socket, log: str) -> None:
     """Answers each request with its path; /hang hangs (so the test can kill it mid-request).
-    Every request begun is appended to `log`, one line each, before it runs."""
-    channel.sendall(_HEADER.pack(len(_READY)) + _READY)
-    while True:
-        header = _recv_exactly(channel, _HEADER.size)
-        message = header and _recv_exactly(channel, _HEADER.unpack(header)[0])
-        if message is None:
-            return
-        environ, _body = pickle.loads(message)
+    Every request begun is appended to `log`, one line each, before it runs. The framing is the
+    real worker's (http_workers._answer_requests)."""
+    def serve(environ: dict, _body: bytes):
         with open(log, "a") as out:
             out.write(f"{os.getpid()} {environ['REQUEST_METHOD']} {environ['PATH_INFO']}\n")
         if environ["PATH_INFO"] == "/hang":
             signal.pause()
-        data = pickle.dumps((True, ("200 OK", [], environ["PATH_INFO"].encode())))
-        channel.sendall(_HEADER.pack(len(data)) + data)
+        return "200 OK", [], environ["PATH_INFO"].encode()
+
+    _answer_requests(channel, serve)
 
 
 class FakePool(WorkerPool):
