@@ -35,7 +35,6 @@ class ServedView:
         self.lane = LaneState("served", title, config)  # the lane's heading: the served model's name
         self.builder = FrameBuilder("served", [self.lane], scene="served")
         self.stream = FrameStream()
-        self.dropped = 0
         self._count = 0  # requests seen, for their labels
         self._out: dict[str, list[int]] = {}  # each request's tokens, as the step events gave them
         self._changed: set[str] = set()  # requests with new tokens since the last frame
@@ -59,6 +58,11 @@ class ServedView:
     def snapshot_text(self) -> tuple[int, str] | None:
         return self.stream.snapshot_text()
 
+    @property
+    def dropped(self) -> int:
+        """Steps this view fell too far behind to draw."""
+        return self._sub.dropped if self._sub is not None else 0
+
     # --- the view's thread -------------------------------------------------------------------
     def _run(self) -> None:
         try:
@@ -68,7 +72,6 @@ class ServedView:
                 event = self._sub.get(timeout=0.25)
                 for ev in ([event] if event is not None else []) + self._sub.drain():
                     self._apply(ev.to_dict())
-                self.dropped = self._sub.dropped  # steps this view fell too far behind to draw
                 if self.builder._dirty and time.monotonic() - last >= 1 / FPS:
                     self._emit()
                     last = time.monotonic()

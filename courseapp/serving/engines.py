@@ -8,8 +8,8 @@ its own, and the lab drives it through the same HTTP API a learner's script woul
 With SERVING_ENGINE_PROCESS (the default) every one of them lives in one engine process beside
 the web server (demo/engine_process.py, serving/engine_core.py), the site's under the key "site",
 a lab run's under "lab-<run id>". Either engine can be watched live (view_open: the demo's
-renderer draws its real requests); the consumer that asks (demo/consumers.ServedConsumer) checks
-who may.
+renderer draws its real requests); the consumer that asks (lab/consumers.ServedViewConsumer)
+checks who may.
 """
 import atexit
 import re
