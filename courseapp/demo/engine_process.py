@@ -48,6 +48,8 @@ STATE_EVERY_S = 0.5
 READY_WITHIN_S = 300  # loading a model on a busy machine
 ANSWER_WITHIN_S = 10
 SERVED_PREFIX = "served:"
+# What the web process may ask a served engine (host.ServingEngine's read calls).
+ENGINE_ASKS = frozenset({"snapshot", "log_lines", "tokenize", "detokenize", "token_strings", "check_health"})
 
 
 # --- the engine process ------------------------------------------------------------------------
@@ -140,9 +142,12 @@ def _child_main(conn, torch_threads: int) -> None:
                 send(("state", run_id, session.is_ticking(), session.idle_until(), session.has_started()))
 
     # --- the served engines
+    loading = threading.Lock()  # two first requests of one engine ask to open it twice: one engine
+
     def engine_open(key: str, options: dict) -> int:
-        if key not in hosted:
-            hosted[key] = _Hosted(key, ServingEngine(**options), send)
+        with loading:
+            if key not in hosted:
+                hosted[key] = _Hosted(key, ServingEngine(**options), send)
         return hosted[key].engine.max_model_len
 
     def engine_close(key: str) -> None:
@@ -189,9 +194,11 @@ def _child_main(conn, torch_threads: int) -> None:
                 value = engine_open(*args)
             elif what == "engine_close":
                 value = engine_close(*args)
-            else:
+            elif what in ENGINE_ASKS:
                 key, *rest = args
                 value = getattr(hosted[key].engine, what)(*rest, **kwargs)
+            else:
+                raise ValueError(f"no such question: {what!r}")
             send(("answer", number, "ok", value))
         except ServingRefused as refused:
             send(("answer", number, "refused", (str(refused), refused.param)))
