@@ -26,17 +26,19 @@ class Viewer:
     joined_as: str | None = None  # the display name they chose when joining this class run
 
 
-def viewer_for(run: DemoRun, *, user, session) -> Viewer:
-    """Reads the account's learner or the guest's from the session (not on an event loop)."""
+def learner_id_of(*, user, session) -> int | None:
+    """A socket's learner: the account's, else the guest's from the session (not on an event loop)."""
     from courseapp.learners.models import Learner
 
-    learner_id = None
     if user is not None and user.is_authenticated:
-        learner_id = Learner.objects.filter(user=user).values_list("pk", flat=True).first()
-    elif session is not None:
-        learner_id = session.get("learner_id")
+        return Learner.objects.filter(user=user).values_list("pk", flat=True).first()
+    return session.get("learner_id") if session is not None else None
+
+
+def viewer_for(run: DemoRun, *, user, session) -> Viewer:
     joined = (session.get(JOINED_KEY) or {}) if session is not None else {}
-    return Viewer(learner_id=learner_id, teaches=may_teach(user), joined_as=joined.get(str(run.pk)))
+    return Viewer(learner_id=learner_id_of(user=user, session=session), teaches=may_teach(user),
+                  joined_as=joined.get(str(run.pk)))
 
 
 def may_teach(user) -> bool:

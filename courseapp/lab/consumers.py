@@ -25,15 +25,11 @@ RETRY_EVERY_S = 2.0  # an engine that is not open yet (no request so far, a run 
 
 def may_watch(name: str, *, user, session) -> bool:
     """The site's engine: instructors and staff. A lab run's: the learner who started it."""
-    from courseapp.demo.selectors import may_teach
-    from courseapp.learners.models import Learner
+    from courseapp.demo.selectors import learner_id_of, may_teach
 
     if name == "site":
         return may_teach(user)
-    if user is not None and user.is_authenticated:
-        learner_id = Learner.objects.filter(user=user).values_list("pk", flat=True).first()
-    else:
-        learner_id = session.get("learner_id") if session is not None else None
+    learner_id = learner_id_of(user=user, session=session)
     return learner_id is not None and LabRun.objects.filter(pk=name, learner_id=learner_id).exists()
 
 
