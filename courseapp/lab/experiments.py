@@ -131,6 +131,11 @@ class Lab:
             self.on_progress(self.progress)
 
     # --- HTTP ----------------------------------------------------------------------------------
+    def _client(self, base: str) -> AsyncOpenAI:
+        """The official client for a server's root (no retries: a refusal is the lab's to report)."""
+        s = self.settings
+        return AsyncOpenAI(base_url=f"{base}/v1", api_key=s.api_key or "EMPTY", max_retries=0, timeout=s.timeout_s)
+
     async def _ask(self, api: AsyncOpenAI, label: str, messages: list, t0: float, max_tokens: int | None = None,
                    ignore_eos: bool | None = None) -> Measured:
         s = self.settings
@@ -187,7 +192,7 @@ class Lab:
         report = {"settings": {k: v for k, v in asdict(s).items() if k != "api_key"},
                   "started_at": datetime.now().astimezone().isoformat(timespec="seconds")}
         base = s.base_url.rstrip("/")
-        api = AsyncOpenAI(base_url=f"{base}/v1", api_key=s.api_key or "EMPTY", max_retries=0, timeout=s.timeout_s)
+        api = self._client(base)
         headers = {"Authorization": f"Bearer {s.api_key}"} if s.api_key else {}
         t0, lab_wall_start = time.perf_counter(), time.time()
         # The model's own system prompt (it was trained with it) and a customer's question.
@@ -276,7 +281,7 @@ class Lab:
         finally:
             done.set()
             await sampler
-        span = max(m.started + m.elapsed for m in many) - min(m.started for m in many)
+        span = _span(many)
         series.append(await point())  # once more after the last answer: the queue has drained
         return series, list(many), span
 
@@ -286,7 +291,7 @@ class Lab:
         levels = []
         for n in SWEEP_LEVELS:
             many = await asyncio.gather(*(self._ask(api, f"x{n}-{i + 1}", user, t0) for i in range(n)))
-            span = max(m.started + m.elapsed for m in many) - min(m.started for m in many)
+            span = _span(many)
             total = sum(m.completion_tokens for m in many)
             per = sum(m.tokens_per_s for m in many) / n
             levels.append({"concurrency": n, "per_request_tokens_per_s": per,
@@ -307,10 +312,10 @@ class Lab:
         result = {"seats": BATCHING_SEATS, "long": long, "short": short}
         for mode in ("continuous", "static"):
             base = s.batching_urls[mode].rstrip("/")
-            api = AsyncOpenAI(base_url=f"{base}/v1", api_key=s.api_key or "EMPTY", max_retries=0, timeout=s.timeout_s)
+            api = self._client(base)
             many = await asyncio.gather(*(self._ask(api, f"{mode[0]}{i + 1}", user, t0, max_tokens=n, ignore_eos=True)
                                           for i, n in enumerate(lengths)))
-            span = max(m.started + m.elapsed for m in many) - min(m.started for m in many)
+            span = _span(many)
             total = sum(m.completion_tokens for m in many)
             shorts = [m.elapsed for m, n in zip(many, lengths) if n == short]
             result[mode] = {"span_s": span, "server_tokens_per_s": total / span if span else 0.0,
@@ -345,6 +350,11 @@ class Lab:
             for m in pair:
                 self.say(f"[3] {m.label}: prompt {m.prompt_tokens} tokens, cached {m.cached_tokens}, ttft {_s(m.ttft)}")
         return {"same": [m.to_dict() for m in same], "time": [m.to_dict() for m in stamped]}
+
+
+def _span(many: list[Measured]) -> float:
+    """From the first request's start to the last one's end: requests sent together overlap."""
+    return max(m.started + m.elapsed for m in many) - min(m.started for m in many)
 
 
 def _s(seconds: float | None) -> str:
