@@ -20,9 +20,44 @@ WATCH_EVERY_S = 2.0
 BEHIND_AFTER_S = 0.5  # a delta older than this when its turn comes is skipped
 SNAPSHOTS_EVERY_S = 1.0  # a worker's stored snapshot is read at most this often per socket
 MARK_WATCHED_EVERY_S = 10.0  # services.WATCHING_WITHIN allows for two of these to go missing
+REJOIN_EVERY_S = 6.0  # a Redis restart empties the groups: each socket joins its run's again this often
+LINK_DOWN_CLOSE = 4503  # the socket closes with this when the live connection is down as it opens
 
 
 class RunConsumer(AsyncJsonWebsocketConsumer):
+    """A socket lives through a Redis blip or restart: its receive loop waits and tries again
+    (Channels would end the consumer with 1011 and never call disconnect(), leaving its watchdog
+    to mark the run watched forever), it re-joins its run's group, which a restart empties, and
+    its viewer is told the live connection is down, then gets a fresh picture once it is back."""
+
+    @property
+    def channel_receive(self):
+        return self._channel_receive
+
+    @channel_receive.setter
+    def channel_receive(self, receive):
+        # Channels sets this to the layer's receive for this socket's channel just before its
+        # dispatch loop starts: wrapped here, so a broken layer costs a retry, not the socket.
+        async def surviving():
+            while True:
+                try:
+                    message = await receive()
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    await self._link_failed(exc)
+                    continue
+                await self._link_answered()
+                return message
+
+        self._channel_receive = surviving
+
+    async def __call__(self, scope, receive, send):
+        try:
+            await super().__call__(scope, receive, send)
+        finally:  # however the socket ended, nothing of it keeps running
+            self._cleanup()
+
     async def connect(self):
         run_id = self.scope["url_route"]["kwargs"]["run_id"]
         run = await database_sync_to_async(selectors.run_get)(run_id)
@@ -32,7 +67,14 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         self.run_id = str(run.id)
         self.group = events.group_name(self.run_id)
         events.bind_server_loop(asyncio.get_running_loop())
-        await self.channel_layer.group_add(self.group, self.channel_name)
+        try:
+            await self.channel_layer.group_add(self.group, self.channel_name)
+        except Exception:  # Redis away: say so, and let the page try again
+            await self.accept()
+            await self.send_json(self._link_frame("down"))
+            await self.close(code=LINK_DOWN_CLOSE)
+            return
+        self.joined_at = time.monotonic()
         await self.accept()
         self.last_seen = time.monotonic()
         self.ended_sent = False
@@ -47,12 +89,54 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         self.watchdog = asyncio.create_task(self._watch())
 
     async def disconnect(self, code):
+        self._cleanup()
         if hasattr(self, "group"):
-            await self.channel_layer.group_discard(self.group, self.channel_name)
-        if hasattr(self, "watchdog"):
-            self.watchdog.cancel()
-        if getattr(self, "retry", None) is not None:
-            self.retry.cancel()
+            try:
+                await self.channel_layer.group_discard(self.group, self.channel_name)
+            except Exception:  # Redis away: the membership expires with the group
+                pass
+
+    def _cleanup(self):
+        for name in ("watchdog", "retry"):
+            task = getattr(self, name, None)
+            if task is not None:
+                task.cancel()
+
+    # --- the live connection (Redis) ---------------------------------------------------------
+    link_down_since: float | None = None
+    link_pause = 0.25
+
+    def _link_frame(self, state: str) -> dict:
+        message = _("The live connection to the engine is down; retrying…") if state == "down" else ""
+        return {"type": "link", "state": state, "message": message}
+
+    async def _link_failed(self, exc: Exception) -> None:
+        """Redis did not answer this socket: tell the viewer once, then wait a growing pause."""
+        if self.link_down_since is None:
+            self.link_down_since = time.monotonic()
+            self.link_pause = 0.25
+            logger.info("demo socket for run %s: live connection down (%s)", getattr(self, "run_id", "?"), type(exc).__name__)
+            try:
+                await self.send_json(self._link_frame("down"))
+            except Exception:
+                pass
+        await asyncio.sleep(self.link_pause)
+        self.link_pause = min(5.0, self.link_pause * 2)
+
+    async def _link_answered(self) -> None:
+        """Redis answers again: join the group anew (a restart emptied it) and send the latest
+        picture, so the viewer is not left with a still frame marked live."""
+        if self.link_down_since is None:
+            return
+        try:
+            await self.channel_layer.group_add(self.group, self.channel_name)
+        except Exception as exc:
+            await self._link_failed(exc)
+            return
+        self.link_down_since, self.joined_at = None, time.monotonic()
+        await self.send_json(self._link_frame("up"))
+        self.behind = True
+        await self._catch_up(asked=True)
 
     # --- out ---------------------------------------------------------------------------------
     async def run_frame(self, event):
@@ -145,6 +229,16 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         run, so a dead host shows up as failed and a run ended from outside says why."""
         while True:
             await asyncio.sleep(WATCH_EVERY_S)
+            if self.link_down_since is not None or time.monotonic() - self.joined_at >= REJOIN_EVERY_S:
+                try:
+                    await self.channel_layer.group_add(self.group, self.channel_name)
+                    self.joined_at = time.monotonic()
+                    await self._link_answered()
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    if self.link_down_since is None:
+                        await self._link_failed(exc)
             try:
                 if time.monotonic() - self.marked_at >= MARK_WATCHED_EVERY_S:
                     await self._mark_watched()

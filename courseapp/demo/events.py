@@ -10,6 +10,7 @@ import logging
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
+from django.conf import settings
 from django.core.cache import cache
 
 from courseapp.demo.traces import encode_text
@@ -77,3 +78,18 @@ def snapshot_key(run_id: str) -> str:
 async def send_command(run_id: str, cmd: dict) -> None:
     """Scaled mode: a command for a run hosted by a Celery worker."""
     await get_channel_layer().send(command_channel(run_id), {"type": "run.command", "cmd": cmd})
+
+
+def engines_reachable() -> bool:
+    """Scaled mode: Redis, where runs are sent to workers and their frames come back, answers a
+    PING within a second."""
+    import redis
+
+    try:
+        client = redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=1, socket_timeout=1)
+        try:
+            return bool(client.ping())
+        finally:
+            client.close()
+    except Exception:
+        return False

@@ -14,6 +14,8 @@ import time
 
 from django.db import close_old_connections, connections
 
+from courseapp.outages import Outage
+
 logger = logging.getLogger("courseapp.demo")
 
 BEAT_EVERY_S = 1.0
@@ -69,8 +71,10 @@ def _loop() -> None:
     from courseapp.demo.models import DemoRun
 
     last_reap = time.monotonic()
+    outage = Outage("demo keeper: database", logger)
     try:
         while not _stopping.wait(BEAT_EVERY_S):
+            close_old_connections()  # before the round: a connection PostgreSQL dropped is replaced
             try:
                 beat()
                 if time.monotonic() - last_reap >= REAP_EVERY_S:
@@ -78,8 +82,8 @@ def _loop() -> None:
                     services.runs_reap()
                     if not DemoRun.objects.filter(status__in=DemoRun.ACTIVE).exists() and _retire(embedded):
                         return
-                close_old_connections()
-            except Exception:  # e.g. the database is busy: next round
-                logger.warning("demo keeper: a round failed", exc_info=True)
+                outage.answered()
+            except Exception as exc:  # e.g. the database is busy or restarting: next round
+                outage.failed(exc)
     finally:
         connections.close_all()

@@ -1,6 +1,7 @@
 """Reads for the live demo: runs, who is looking at one, and what they may do with it."""
 from dataclasses import dataclass
 
+from django.core.exceptions import ValidationError
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -13,8 +14,18 @@ JOINED_KEY = "demo_joined"  # session: {run id: the display name chosen when joi
 def run_get(run_id) -> DemoRun | None:
     try:
         return DemoRun.objects.select_related("owner").filter(pk=run_id).first()
-    except (ValueError, Exception):  # a malformed uuid is simply "no such run"
+    except (ValueError, ValidationError):  # a malformed uuid is simply "no such run" (a database error is not)
         return None
+
+
+def run_end_state(run_id) -> dict | None:
+    """How a run ended, as its host's stop command says it ({status, reason, message}); None while
+    it is active (or gone)."""
+    row = DemoRun.objects.filter(pk=run_id).exclude(status__in=DemoRun.ACTIVE).values_list("status", "end_reason", "error").first()
+    if row is None:
+        return None
+    status, reason, error = row
+    return {"status": str(status), "reason": str(reason), "message": error}
 
 
 @dataclass(frozen=True)

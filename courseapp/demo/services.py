@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import OperationalError, transaction
+from django.db import InterfaceError, OperationalError, close_old_connections, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -40,6 +40,11 @@ class DemoBusy(Exception):
         return max(1, int((self.retry_at - timezone.now()).total_seconds()) + 1)
 
 
+class EnginesUnavailable(DemoBusy):
+    """Scaled mode with Redis away (the broker and the channel layer): no run can reach a worker
+    now. Nothing is written; the page that asked tries again."""
+
+
 @dataclass
 class Started:
     run: DemoRun
@@ -57,15 +62,18 @@ def _host_mode() -> str:
 
 
 def _retrying(write, *, what: str, attempts: int):
-    """SQLite answers "database is locked" once a writer waited out the busy timeout; a
-    heartbeat or a run's end must not die of that: try again after a growing pause."""
+    """SQLite answers "database is locked" once a writer waited out the busy timeout, and a
+    PostgreSQL restart leaves a connection that is dead; a heartbeat or a run's end must die of
+    neither: drop a broken connection and try again after a growing pause."""
     for attempt in range(attempts):
         try:
             return write()
-        except OperationalError:
+        except (OperationalError, InterfaceError):
             if attempt == attempts - 1:
                 logger.warning("demo: %s failed %d times; giving up", what, attempts, exc_info=True)
                 return None
+            if not connection.in_atomic_block:  # a request's transaction is its own to end
+                close_old_connections()  # a connection that failed and is unusable is closed; the next try opens one
             time.sleep(min(2.0, 0.05 * 2**attempt))
 
 
@@ -112,6 +120,8 @@ def run_start(*, owner, spec: dict, client_addr: str | None = None, is_class: bo
     """Create a run and launch it. One active run per learner: their previous one is stopped
     (and says so). The server's cap counts runs someone is watching; each client address has
     a cap of its own. DemoBusy when there is no place."""
+    if _host_mode() == "celery" and not events.engines_reachable():
+        raise EnginesUnavailable()
     now = timezone.now()
     with transaction.atomic():
         limits.serialise_starts(74021)
@@ -151,7 +161,12 @@ def _launch(run: DemoRun) -> None:
     if _host_mode() == "celery":
         from courseapp.demo.tasks import run_demo
 
-        run_demo.apply_async(args=[run_id], queue="engine")
+        try:
+            run_demo.apply_async(args=[run_id], queue="engine")
+        except Exception as exc:  # Redis went away since the check: no row stays behind in the learner's name
+            logger.warning("demo run %s not sent to a worker (%s); removed", run_id, exc)
+            DemoRun.objects.filter(pk=run.pk, status=Status.QUEUED).delete()
+            raise EnginesUnavailable() from exc
         return
     from courseapp.demo.host import embedded
 
@@ -175,16 +190,19 @@ def run_begin(*, run_id: str, host: str) -> bool:
 
 
 def run_heartbeat(*, run_id: str, host: str | None = None, idle_until: datetime | None = None,
-                  running: bool = True) -> None:
+                  running: bool = True) -> bool | None:
     """The host is alive; `running`: the run's engine is built and its loop goes round (starting →
-    running). Never raises: a missed heartbeat is repaired by the next one."""
+    running). False when the run has ended meanwhile (from outside: its owner, the reaper), None
+    when the database could not be reached. Never raises: a missed heartbeat is repaired by the
+    next one."""
     fields = {"heartbeat_at": timezone.now(), "idle_until": idle_until}
     if host:
         fields["host"] = host
     if running:
         fields["status"] = Status.RUNNING
-    _retrying(lambda: DemoRun.objects.filter(pk=run_id, status__in=(Status.STARTING, Status.RUNNING)).update(**fields),
-              what="heartbeat", attempts=3)
+    updated = _retrying(lambda: DemoRun.objects.filter(pk=run_id, status__in=(Status.STARTING, Status.RUNNING)).update(**fields),
+                        what="heartbeat", attempts=3)
+    return None if updated is None else bool(updated)
 
 
 def run_finish(*, run_id: str, trace: bytes | None, error: str | None = None,

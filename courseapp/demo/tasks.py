@@ -13,35 +13,59 @@ import threading
 from celery import shared_task
 from channels.layers import get_channel_layer
 
-from courseapp.demo import events, services, worker
+from courseapp.demo import events, selectors, services, worker
+from courseapp.outages import Outage
 from courseapp.demo.models import DemoRun
 
 logger = logging.getLogger("courseapp.demo")
 
 
 def _poll_commands(run_id: str, session, stop: threading.Event) -> None:
+    """The run's commands, for as long as it lives: a Redis blip or restart costs a retry, not
+    the listener (a run whose listener died would ignore its owner's stop for good)."""
     async def loop():
         layer = get_channel_layer()
         channel = events.command_channel(run_id)
+        outage = Outage(f"demo run {run_id}: command channel", logger)
         while not stop.is_set():
             try:
                 message = await asyncio.wait_for(layer.receive(channel), timeout=0.5)
             except asyncio.TimeoutError:
+                outage.answered()
                 continue
+            except Exception as exc:  # Redis away: wait, then listen again
+                await asyncio.sleep(outage.failed(exc))
+                continue
+            outage.answered()
             session.command(message.get("cmd", {}))
 
     asyncio.run(loop())
 
 
 def _beat(run_id: str, host: str, session, stop: threading.Event) -> None:
-    """Heartbeats from a thread of their own: a slow database never holds up an engine step."""
-    from django.db import connections
+    """Heartbeats from a thread of their own: a slow database never holds up an engine step.
+    The database also says when the run was ended from outside (its owner, a replacing scene,
+    the reaper) while the command saying so could not reach this worker: the run stops then."""
+    from django.db import close_old_connections, connections
 
+    outage = Outage(f"demo run {run_id}: heartbeat", logger)
     try:
         while not stop.wait(1.0):
-            if session.is_ticking():
-                services.run_heartbeat(run_id=run_id, host=host, idle_until=session.idle_until(),
-                                       running=session.has_started())
+            close_old_connections()  # a connection PostgreSQL dropped is replaced, not reused
+            try:
+                if not session.is_ticking():
+                    continue
+                alive = services.run_heartbeat(run_id=run_id, host=host, idle_until=session.idle_until(),
+                                               running=session.has_started())
+                if alive is False:
+                    ended = selectors.run_end_state(run_id)
+                    if ended is not None:
+                        session.command({"type": "stop", **ended})
+                if alive is None:
+                    raise ConnectionError("the database did not take the heartbeat")
+                outage.answered()
+            except Exception as exc:  # never the thread: the next beat tries again
+                outage.failed(exc)
     finally:
         connections.close_all()
 

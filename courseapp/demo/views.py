@@ -57,11 +57,14 @@ def _duration(seconds: int) -> str:
 def _busy(request, busy: services.DemoBusy):
     """503 (the server's cap) or 429 (this address's): the real wait, and a way to wait for it."""
     retry_in = busy.retry_in()
-    if busy.per_address:
+    if isinstance(busy, services.EnginesUnavailable):
+        message = _("The live engines are unavailable right now: the server lost its connection to them. "
+                    "The lesson and the self-checks still work.")
+    elif busy.per_address:
         message = _("Your network already has %(n)d demo runs going, the most it may have at once.") % {"n": busy.per_address}
     else:
         message = _("Too many demo runs are going on right now.")
-    if busy.retry_at is not None:
+    if busy.retry_at is not None and not isinstance(busy, services.EnginesUnavailable):
         wait = _("A place frees up by %(time)s at the latest (in %(duration)s); this page tries again until then.") % {
             "time": timezone.localtime(busy.retry_at).strftime("%H:%M:%S"), "duration": _duration(retry_in)}
     else:

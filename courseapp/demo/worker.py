@@ -19,6 +19,8 @@ import time
 
 from celery.signals import celeryd_init, worker_init, worker_ready, worker_shutting_down
 
+from courseapp.outages import Outage
+
 logger = logging.getLogger("courseapp.demo")
 
 REAP_EVERY_S = 5.0
@@ -79,7 +81,11 @@ def _reap() -> None:
     from courseapp.demo import services
     from courseapp.lti import delivery as lti_delivery
 
+    outage = Outage("engine worker: reaper's database", logger)
     while not shutting_down.wait(REAP_EVERY_S):
+        # Before the round and outside its try: a connection PostgreSQL dropped is replaced here,
+        # so one restart cannot break every round after it.
+        close_old_connections()
         try:
             ended = services.runs_reap()
             if ended:
@@ -87,9 +93,9 @@ def _reap() -> None:
             resent = lti_delivery.resend_stalled()
             if resent:
                 logger.info("engine worker: LTI passbacks %s sent again (their sender stopped)", resent)
-            close_old_connections()
-        except Exception:  # a database blip: next round
-            logger.warning("engine worker: a reaping round failed", exc_info=True)
+            outage.answered()
+        except Exception as exc:  # a database blip: next round
+            outage.failed(exc)
 
 
 @worker_shutting_down.connect

@@ -49,6 +49,7 @@ class ServedViewConsumer(RunConsumer):
         self.group = events.group_name(f"served-{self.name}")
         events.bind_server_loop(asyncio.get_running_loop())
         await self.channel_layer.group_add(self.group, self.channel_name)
+        self.joined_at = time.monotonic()
         await self.accept()
         self.last_seen = time.monotonic()
         self.seq, self.behind, self.retry, self.snapshot_read = 0, False, None, 0.0
@@ -56,11 +57,13 @@ class ServedViewConsumer(RunConsumer):
         await self._open_view(say=True)
         self.watchdog = asyncio.create_task(self._watch())
 
-    async def disconnect(self, code):
-        await super().disconnect(code)
+    def _cleanup(self):
+        """However the socket ended (disconnect, or a broken layer that skips it), its view of
+        the engine closes too."""
+        super()._cleanup()
         if getattr(self, "viewing", False):
             self.viewing = False
-            await asyncio.to_thread(engines.view_close, self.name)
+            asyncio.get_running_loop().run_in_executor(None, engines.view_close, self.name)
 
     async def _open_view(self, say: bool = False) -> None:
         name = self.name

@@ -77,7 +77,10 @@ TEMPLATES = [
 ]
 
 # SQLite by default; DATABASE_URL (e.g. postgres://…) when scaled.
-DATABASES = {"default": dj_database_url.config(default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}", conn_max_age=60)}
+# Health-checked: a connection PostgreSQL dropped (a restart, a failover, a pooler's idle timeout)
+# is replaced at its next use instead of failing it.
+DATABASES = {"default": dj_database_url.config(default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}", conn_max_age=60,
+                                               conn_health_checks=True)}
 # A class writes at once (answers, read marks, demo heartbeats): WAL lets readers go on beside
 # the one writer, writers queue for up to 20 s instead of failing at once with "database is
 # locked", and IMMEDIATE transactions take the write lock up front, so two transactions never
@@ -113,8 +116,10 @@ AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_CALLABLE = "courseapp.views.locked_out"
 AXES_VERBOSE = False  # no banner on every manage.py command
-# Signups per client address (django-ratelimit, fixed window, counted in the default cache).
+# Signups per client address (django-ratelimit, fixed window), counted where every rate limit is
+# (the "limits" cache each settings module adds: shared by every process, never fail-open).
 SIGNUP_RATE = "10/m"
+RATELIMIT_USE_CACHE = "limits"
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
@@ -218,7 +223,14 @@ if REDIS_URL:
             "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": None}], "channel_capacity": {"serving.*": 2000}},
         }
     }
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+    # While Redis is away the cache answers "not there" and drops writes (django-redis's
+    # IGNORE_EXCEPTIONS), so the lesson, self-checks and progress keep working on the database;
+    # rate limits count in a cache of their own that does not (limits_cache), so no limit is
+    # silently lifted by an outage.
+    CACHES = {"default": {"BACKEND": "django_redis.cache.RedisCache", "LOCATION": REDIS_URL,
+                          "OPTIONS": {"IGNORE_EXCEPTIONS": True, "SOCKET_CONNECT_TIMEOUT": 1, "SOCKET_TIMEOUT": 2}}}
+    DJANGO_REDIS_LOG_IGNORED_EXCEPTIONS = True
+    DJANGO_REDIS_LOGGER = "courseapp.cache"
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
@@ -230,7 +242,10 @@ def limits_cache(http_workers: int, caches: dict) -> dict:
     in a folder the server makes as it starts (its spawned workers inherit the variable). Each
     settings module calls it once its HTTP_WORKERS is final, so no folder is made for nothing."""
     if "LocMem" not in caches["default"]["BACKEND"] or not http_workers:
-        return dict(caches["default"])
+        shared = dict(caches["default"])
+        if "OPTIONS" in shared:  # counted, or refused with an error: never waved through
+            shared["OPTIONS"] = {**shared["OPTIONS"], "IGNORE_EXCEPTIONS": False}
+        return shared
     import tempfile
 
     folder = os.environ.setdefault("COURSEAPP_LIMITS_DIR", tempfile.mkdtemp(prefix="courseapp-limits-"))
@@ -245,7 +260,7 @@ def session_engine(http_workers: int, caches: dict) -> str:
     database (a worker's cached copy would outlive a logout in another process)."""
     if http_workers and caches["default"]["BACKEND"].endswith("LocMemCache"):
         return "django.contrib.sessions.backends.db"
-    return "django.contrib.sessions.backends.cached_db"
+    return "courseapp.session_store"
 
 
 SESSION_ENGINE = session_engine(HTTP_WORKERS, CACHES)
@@ -276,8 +291,11 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": DEMO_MAX_RUN_S + 600,
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
+    "filters": {"once_a_minute": {"()": "courseapp.outages.QuietRepeats"}},
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": "INFO"},
+    # django-redis logs every cache call that failed while Redis is away: one line a minute is enough.
+    "loggers": {"courseapp.cache": {"filters": ["once_a_minute"]}},
 }
 
 # §6 lab (courseapp/lab): each run gets an engine of its own with the learner's knobs.

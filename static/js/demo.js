@@ -28,6 +28,7 @@
   const T = EN ? {
     connecting: "Connecting…", live: "Running", paused: "Paused", finished: "Finished", failed: "Failed",
     reconnecting: "Connection lost; reconnecting…", replaying: "Replaying the recorded run",
+    linkDown: "The live connection to the engine is down; retrying…",
     kvUsage: "KV usage", kvPeak: "Peak KV usage", blocks: "blocks", tokens: "tokens", wasted: "Wasted slots", hitRate: "Prefix hit rate",
     preemptions: "Preemptions", tokS: "Run throughput (tok/s)", reqTokS: "One request (tok/s)", steps: "Steps",
     waiting: "Waiting", running: "Running", swapped: "Swapped",
@@ -97,6 +98,7 @@
   } : {
     connecting: "연결 중…", live: "실행 중", paused: "일시 정지", finished: "끝남", failed: "실패",
     reconnecting: "연결이 끊겼습니다. 다시 연결하는 중…", replaying: "기록된 실행을 다시 보는 중",
+    linkDown: "엔진과의 실시간 연결이 끊겼습니다. 다시 잇는 중…",
     kvUsage: "KV 사용률", kvPeak: "최대 KV 사용률", blocks: "블록", tokens: "토큰", wasted: "빈 자리(낭비)", hitRate: "프리픽스 적중률",
     preemptions: "선점", tokS: "실행 처리량(토큰/초)", reqTokS: "요청 하나(토큰/초)", steps: "스텝",
     waiting: "대기", running: "실행 중", swapped: "스왑됨",
@@ -573,6 +575,7 @@
       const data = JSON.parse(msg.data);
       if (data.type === "snapshot") { // the whole picture: on connect, and after a gap
         live = data;
+        linkDown = false;
         lastSeq = data.seq;
         if (!replay) schedule(live);
       } else if (data.type === "delta") { // only what changed since frame seq − 1
@@ -589,16 +592,21 @@
       } else if (data.type === "status") {
         if (ENDED.has(data.status)) endWith(data);
         else { statusEl.textContent = stateText(data); setState(data.status); }
+      } else if (data.type === "link") { // the server's own connection to the engine (Redis) broke or healed
+        linkDown = data.state === "down";
+        if (linkDown) { statusEl.textContent = T.linkDown; setState("link-down"); }
+        else if (current && !ENDED.has(current.status)) { statusEl.textContent = stateText(current); setState(current.status); }
       }
     };
     socket.onclose = (event) => {
       if (event.code === 4404) { statusEl.textContent = T.failed; return; }
       if (ended || (current && ENDED.has(current.status))) return;
-      statusEl.textContent = T.reconnecting;
+      statusEl.textContent = linkDown || event.code === 4503 ? T.linkDown : T.reconnecting;
       setTimeout(connect, Math.min(5000, 300 * 2 ** retry++));
     };
   }
   let ended = false;
+  let linkDown = false; // the server said its live connection is down: keep saying that while retrying
   function endWith(run) { // the run ended without a final frame reaching this page
     ended = true;
     statusEl.textContent = stateText(run);

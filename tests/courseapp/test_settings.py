@@ -21,4 +21,4 @@ def test_rate_counts_live_where_every_answering_process_sees_them(monkeypatch, t
 
 def test_sessions_are_read_from_the_database_when_worker_processes_keep_their_own_memory():
     assert session_engine(2, LOCMEM) == "django.contrib.sessions.backends.db"
-    assert session_engine(0, LOCMEM) == session_engine(2, REDIS) == "django.contrib.sessions.backends.cached_db"
+    assert session_engine(0, LOCMEM) == session_engine(2, REDIS) == "courseapp.session_store"
