@@ -36,10 +36,12 @@ run: content static
 # machine runs one on 127.0.0.1:5432; TEST_DATABASE_URL overrides, an empty value skips it), less
 # what does not touch the database or only keeps what a scene computed (serving, the engine process,
 # the scenes' figures, the demo host on its own), with the scaled-mode tests whose
-# outcome the database's locking decides: seats, runs shared by two workers, a run nobody takes.
+# outcome the database's locking decides (seats, runs shared by two workers, a run nobody takes)
+# or that kills its connections (PostgreSQL backends terminated mid-run).
 TEST_DATABASE_URL ?= postgres://127.0.0.1:5432/test
 PG_SCALED = $(addprefix tests/e2e/test_scaled.py::test_,six_runs_on_one_worker_of_two_seats_wait_their_turn_and_all_finish \
-	two_workers_share_the_runs_and_the_page_names_each_runs_host with_no_worker_a_run_waits_queued_then_fails_saying_no_worker_took_it)
+	two_workers_share_the_runs_and_the_page_names_each_runs_host with_no_worker_a_run_waits_queued_then_fails_saying_no_worker_took_it) \
+	tests/e2e/test_scaled_faults.py::test_postgresql_backends_killed_mid_run_cost_a_retry_not_the_run
 # Two test processes (pytest-xdist), each handed whole files: the suite spends half its time
 # waiting on servers, browsers and workers it starts. TEST_PROCESSES=0 runs it in this one.
 TEST_PROCESSES ?= 2

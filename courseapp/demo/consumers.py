@@ -12,6 +12,7 @@ from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.utils.translation import gettext as _
+from redis.exceptions import RedisError
 
 from courseapp.demo import events, inbound, keeper, selectors, services
 
@@ -272,6 +273,9 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
             await self._error(str(exc))
         except services.DemoRefused as exc:
             await self._error(str(exc))
+        except (RedisError, ConnectionError) as exc:  # the command could not be handed on
+            logger.warning("demo socket message for run %s not delivered: %s", self.run_id, exc)
+            await self._error(_("The live connection to the engine is down; that did not reach it. Send it again in a moment."))
         except Exception:
             logger.exception("demo socket message for run %s", self.run_id)
             await self._error(_("the server could not handle that message"))

@@ -75,9 +75,20 @@ def snapshot_key(run_id: str) -> str:
     return f"demo-snapshot:{run_id}"
 
 
+SEND_TRIES = 3
+
+
 async def send_command(run_id: str, cmd: dict) -> None:
-    """Scaled mode: a command for a run hosted by a Celery worker."""
-    await get_channel_layer().send(command_channel(run_id), {"type": "run.command", "cmd": cmd})
+    """Scaled mode: a command for a run hosted by a Celery worker. Tried again twice, after a
+    short pause: the first send after a Redis restart may meet a pooled connection that died."""
+    for attempt in range(SEND_TRIES):
+        try:
+            await get_channel_layer().send(command_channel(run_id), {"type": "run.command", "cmd": cmd})
+            return
+        except Exception:
+            if attempt == SEND_TRIES - 1:
+                raise
+            await asyncio.sleep(0.2 * 2**attempt)
 
 
 def engines_reachable() -> bool:

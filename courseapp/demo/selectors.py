@@ -105,6 +105,14 @@ def run_status(run: DemoRun) -> dict:
     place = queue_place(run)
     if place is not None:
         message["place"], message["waiting"] = place
+        if run.host == "celery":  # scaled mode: is any worker up to take it, and how long it may wait
+            from django.conf import settings
+
+            from courseapp.demo import registry
+
+            message["workers"] = len(registry.workers_up())
+            waited = (timezone.now() - run.created_at).total_seconds()
+            message["fails_in"] = max(0, int(settings.DEMO_PICKUP_WITHIN_S - waited))
     if run.status == DemoRun.Status.STARTING and run.started_at is not None:
         message["starting_for"] = max(0, int((timezone.now() - run.started_at).total_seconds()))
     return message

@@ -30,8 +30,9 @@ def _poll_commands(run_id: str, session, stop: threading.Event) -> None:
         while not stop.is_set():
             try:
                 message = await asyncio.wait_for(layer.receive(channel), timeout=0.5)
-            except asyncio.TimeoutError:
-                outage.answered()
+            except asyncio.TimeoutError:  # nothing came; while an outage lasts, a PING says whether it is over
+                if outage.down and await asyncio.to_thread(events.engines_reachable):
+                    outage.answered()
                 continue
             except Exception as exc:  # Redis away: wait, then listen again
                 await asyncio.sleep(outage.failed(exc))

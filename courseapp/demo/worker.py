@@ -25,6 +25,7 @@ logger = logging.getLogger("courseapp.demo")
 
 REAP_EVERY_S = 5.0
 shutting_down = threading.Event()
+model_ready = threading.Event()  # the model is in memory: a run starts without waiting for it
 _sessions: dict = {}  # run id → RunSession, the runs this worker is serving
 _lock = threading.Lock()
 
@@ -61,6 +62,25 @@ def _warm_up(sender=None, **_kwargs):
 @worker_ready.connect
 def _start_reaping(sender=None, **_kwargs):
     threading.Thread(target=_reap, name="demo-reaper", daemon=True).start()
+    name = getattr(sender, "hostname", None) or "engine"
+    seats = getattr(getattr(sender, "controller", None), "concurrency", None) or 1
+    threading.Thread(target=_announce, args=(name, seats), name="worker-registry", daemon=True).start()
+
+
+def _announce(name: str, seats: int) -> None:
+    """This worker is up (courseapp/demo/registry.py), every few seconds until it shuts down."""
+    from courseapp.demo import registry
+
+    outage = Outage("engine worker: registry", logger)
+    while not shutting_down.is_set():
+        try:
+            with _lock:
+                busy = len(_sessions)
+            registry.announce(name, seats=seats, busy=busy, model_ready=model_ready.is_set())
+            outage.answered()
+        except Exception as exc:  # Redis away: announced again once it is back
+            outage.failed(exc)
+        shutting_down.wait(registry.ANNOUNCE_EVERY_S)
 
 
 def _load_model() -> None:
@@ -72,6 +92,7 @@ def _load_model() -> None:
     except Exception:  # each run will try again and fail with the reason
         logger.exception("engine worker: loading the model failed")
         return
+    model_ready.set()
     logger.info("engine worker: model loaded in %.1f s", time.monotonic() - began)
 
 

@@ -359,7 +359,18 @@ async def _stream(request, engine, choices: list[_Choice], send, gone: asyncio.E
             await emit(piece(c, finish_reason=c.final.finish_reason))
 
     # A batch's choices stream side by side, each chunk naming its index.
-    await asyncio.gather(*(relay(c) for c in choices))
+    try:
+        await asyncio.gather(*(relay(c) for c in choices))
+    except Exception as exc:  # the engine failed mid-answer (in scaled mode: its worker died)
+        # The 200 and some chunks are out: the stream ends with an error event and [DONE], as
+        # vLLM ends one, so a client stops waiting instead of hanging on an open connection.
+        for c in choices:
+            engine.abort(c.request_id)
+        if not gone.is_set():
+            error = ApiError(500, f"The engine failed while answering: {exc}", type="internal_server_error")
+            await emit(error.body())
+            await send({"type": "http.response.body", "body": protocol.sse("[DONE]"), "more_body": False})
+        return
     if gone.is_set():
         return
     if request.include_usage:

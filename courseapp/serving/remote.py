@@ -23,7 +23,7 @@ from django.core.cache import cache
 
 from courseapp.serving.protocol import ApiError
 
-SILENT_FOR_S = 30  # a worker sends at least a keep-alive every few seconds while a request waits
+SILENT_FOR_S = 15  # a worker sends at least a keep-alive every 5 s while a request waits (tasks.KEEPALIVE_S)
 METRICS_KEY = "serving-metrics:{}"
 WORKERS_KEY = "serving-metrics-workers"
 
@@ -95,14 +95,22 @@ class RemoteEngine:
 
         layer = get_channel_layer()
         channel = await layer.new_channel(prefix="serving")
-        await asyncio.to_thread(tasks.generate.apply_async, kwargs={
-            "request_id": request_id, "messages": messages, "prompt": prompt, "max_tokens": max_tokens,
-            "sampling": sampling, "reply": channel})
+        from courseapp.demo import registry
+
+        if not registry.workers_up():  # said at once, not after the pickup wait: nobody would take it
+            raise ApiError(503, f"No engine worker is running (none has reported in the last {registry.GONE_AFTER_S} s); "
+                                "try again later.", type="service_unavailable", code="no_engine_worker")
         try:
+            await asyncio.to_thread(tasks.generate.apply_async, kwargs={
+                "request_id": request_id, "messages": messages, "prompt": prompt, "max_tokens": max_tokens,
+                "sampling": sampling, "reply": channel})
             first = await asyncio.wait_for(layer.receive(channel), settings.DEMO_PICKUP_WITHIN_S)
         except TimeoutError:
             raise ApiError(503, f"No engine worker took the request within {settings.DEMO_PICKUP_WITHIN_S} s; "
                                 "try again later.", type="service_unavailable", code="no_engine_worker") from None
+        except Exception as exc:  # Redis (the broker and the way back) is away
+            raise ApiError(503, f"The engine workers cannot be reached right now ({type(exc).__name__}); "
+                                "try again in a minute.", type="service_unavailable", code="engine_unavailable") from None
         if first["type"] == "refused":
             raise ServingRefused(first["message"], first.get("param"))
         if first["type"] == "error":
@@ -114,9 +122,11 @@ class RemoteEngine:
         return True
 
     def check_health(self) -> None:
-        """Some engine worker has published its figures in the last seconds (tasks._publish)."""
-        if not worker_snapshots():
-            raise RuntimeError("no engine worker has reported in the last 15 s (README: Scaled mode)")
+        """Some engine worker is up (it announced itself in the last seconds: demo/registry.py)."""
+        from courseapp.demo import registry
+
+        if not registry.workers_up():
+            raise RuntimeError(f"no engine worker has reported in the last {registry.GONE_AFTER_S} s (README: Scaled mode)")
 
     # The tokenizer's calls are answered here, from the model's own files and without torch
     # (engine/chat_prompt.py): a round trip to a worker for /tokenize would wait behind its requests.

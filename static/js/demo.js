@@ -39,6 +39,7 @@
     none: "none", summary: (s, l) => `Step ${s.steps}: ${l.queues.running.length} running, ${l.queues.waiting.length} waiting, KV ${s.kv_usage}%`,
     starting: "Starting…", stopped: "Stopped", expired: "Ended",
     queued: (n, all) => `Waiting for an engine worker: number ${n} of ${all} in the queue`,
+    noWorker: (s) => `No engine worker is running right now. The run starts as soon as one comes up, or ends in ${s} s.`,
     building: (host, s) => `Starting on ${host}: building the engine (the model may be loading)… ${s || 0} s`,
     previous: (t) => `Your previous run “${t}” was stopped: one run at a time per learner.`,
     reasons: { replaced: "Stopped: you opened another scene", owner: "Stopped", shutdown: "Stopped: the server restarted",
@@ -109,6 +110,7 @@
     none: "없음", summary: (s, l) => `스텝 ${s.steps}: 실행 ${l.queues.running.length}, 대기 ${l.queues.waiting.length}, KV ${s.kv_usage}%`,
     starting: "시작하는 중…", stopped: "멈춤", expired: "끝남",
     queued: (n, all) => `엔진 워커를 기다리는 중: 대기열 ${all}개 중 ${n}번째`,
+    noWorker: (s) => `지금 실행 중인 엔진 워커가 없습니다. 워커가 뜨는 대로 시작하고, 그렇지 않으면 ${s}초 뒤에 끝납니다.`,
     building: (host, s) => `${host}에서 시작하는 중: 엔진을 만드는 중입니다(모델을 불러오는 중일 수 있음)… ${s || 0}초`,
     previous: (t) => `이전 실행 “${t}”은(는) 멈췄습니다: 학습자 한 명당 실행은 하나입니다.`,
     reasons: { replaced: "멈춤: 다른 장면을 열었습니다", owner: "멈춤", shutdown: "멈춤: 서버가 다시 시작되었습니다",
@@ -554,6 +556,7 @@
     if (run.status === "finished") return T.finished;
     if (run.status === "failed") return run.message ? `${T.failed}: ${run.message}` : T.failed;
     if (run.status === "expired" || run.status === "stopped") return T.reasons[run.reason] || T[run.status];
+    if (run.status === "queued" && run.workers === 0) return T.noWorker(run.fails_in);
     if (run.status === "queued") return run.place ? T.queued(run.place, run.waiting) : T.connecting;
     if (run.status === "starting") return T.building(run.host || "", run.starting_for);
     return run.paused ? T.paused : T.live;
