@@ -29,10 +29,12 @@ class DemoRefused(ValueError):
 
 @dataclass
 class DemoBusy(Exception):
-    """No place for another run now. `retry_at`: when one frees up at the latest (None: unknown)."""
+    """No place for another run now. `retry_at`: when one frees up (None: unknown); `expected`:
+    that time is what the running scenes have lately taken, not only the latest it can be."""
 
     retry_at: datetime | None = None
     per_address: int | None = None  # set when it is this address's limit, not the server's
+    expected: bool = False
 
     def retry_in(self) -> int | None:
         if self.retry_at is None:
@@ -99,10 +101,39 @@ def run_spec(*, preset: str = "", knobs: dict | None = None, paused: bool = Fals
     return spec
 
 
-def _soonest_end(runs) -> datetime | None:
-    """When the first of these runs ends at the latest: its lifetime or its idle limit."""
-    bounds = [t for run in runs for t in (run.expires_at, run.idle_until) if t is not None]
-    return min(bounds, default=None)
+TYPICAL_OF_LAST = 20  # finished runs of a scene that say how long it takes
+
+
+def _typical_seconds(presets: set[str]) -> dict[str, float]:
+    """How long each preset scene has lately taken from start to end: the median of its last
+    finished runs (a scene lasts 20–70 s; its run's bound is its 15-minute lifetime)."""
+    typical = {}
+    for preset in presets:
+        spans = sorted((f - s).total_seconds() for s, f in DemoRun.objects.filter(
+            preset=preset, status=Status.FINISHED, started_at__isnull=False, finished_at__isnull=False,
+        ).order_by("-finished_at").values_list("started_at", "finished_at")[:TYPICAL_OF_LAST])
+        if spans:
+            typical[preset] = spans[len(spans) // 2]
+    return typical
+
+
+def _soonest_end(runs) -> tuple[datetime | None, bool]:
+    """When the first of these runs should end, and whether that is an estimate: a preset scene
+    ends about as long after its start as its last runs took; any run ends at its lifetime or
+    idle limit at the latest."""
+    now = timezone.now()
+    typical = _typical_seconds({run.preset for run in runs if run.preset and not run.spec.get("open")})
+    ends = []
+    for run in runs:
+        bound = min((t for t in (run.expires_at, run.idle_until) if t is not None), default=None)
+        if run.preset in typical and not run.spec.get("open"):
+            guess = max(now, (run.started_at or now) + timedelta(seconds=typical[run.preset]))
+            if bound is None or guess < bound:
+                ends.append((guess, True))
+                continue
+        if bound is not None:
+            ends.append((bound, False))
+    return min(ends, default=(None, False))
 
 
 def _ended_here(run: DemoRun) -> bool:
@@ -130,13 +161,17 @@ def run_start(*, owner, spec: dict, client_addr: str | None = None, is_class: bo
             previous = [r for r in DemoRun.objects.select_for_update().filter(owner=owner, status__in=DemoRun.ACTIVE, is_class=False)
                         if not _ended_here(r)]
         others = DemoRun.objects.filter(status__in=DemoRun.ACTIVE).exclude(pk__in=[r.pk for r in previous])
-        watched = list(others.filter(watched_at__gte=now - WATCHING_WITHIN).only("expires_at", "idle_until"))
+        watched = list(others.filter(watched_at__gte=now - WATCHING_WITHIN).only(
+            "expires_at", "idle_until", "preset", "spec", "started_at"))
         if len(watched) >= settings.DEMO_MAX_ACTIVE_RUNS:
-            raise DemoBusy(_soonest_end(watched))
+            retry_at, expected = _soonest_end(watched)
+            raise DemoBusy(retry_at, expected=expected)
         if client_addr and not is_class:
-            mine = list(others.filter(client_addr=client_addr, is_class=False).only("expires_at", "idle_until"))
+            mine = list(others.filter(client_addr=client_addr, is_class=False).only(
+                "expires_at", "idle_until", "preset", "spec", "started_at"))
             if len(mine) >= settings.DEMO_MAX_RUNS_PER_ADDRESS:
-                raise DemoBusy(_soonest_end(mine), per_address=settings.DEMO_MAX_RUNS_PER_ADDRESS)
+                retry_at, expected = _soonest_end(mine)
+                raise DemoBusy(retry_at, per_address=settings.DEMO_MAX_RUNS_PER_ADDRESS, expected=expected)
         # The run's own loop ends it at its lifetime too: a worker's threads pool enforces no time limit.
         spec = {**spec, "max_run_s": None if is_class else settings.DEMO_MAX_RUN_S}
         run = DemoRun.objects.create(

@@ -64,7 +64,11 @@ def _busy(request, busy: services.DemoBusy):
         message = _("Your network already has %(n)d demo runs going, the most it may have at once.") % {"n": busy.per_address}
     else:
         message = _("Too many demo runs are going on right now.")
-    if busy.retry_at is not None and not isinstance(busy, services.EnginesUnavailable):
+    if busy.retry_at is not None and busy.expected:
+        wait = _("A place should free up around %(time)s (in %(duration)s), going by how long these scenes take; "
+                 "this page tries again until then.") % {
+            "time": timezone.localtime(busy.retry_at).strftime("%H:%M:%S"), "duration": _duration(retry_in)}
+    elif busy.retry_at is not None and not isinstance(busy, services.EnginesUnavailable):
         wait = _("A place frees up by %(time)s at the latest (in %(duration)s); this page tries again until then.") % {
             "time": timezone.localtime(busy.retry_at).strftime("%H:%M:%S"), "duration": _duration(retry_in)}
     else:

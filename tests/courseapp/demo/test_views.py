@@ -119,6 +119,51 @@ def test_the_busy_answer_states_when_a_place_frees_up(client, settings, no_engin
 
 
 @pytest.mark.django_db
+def test_the_busy_answer_expects_a_scene_to_last_as_long_as_its_last_runs_took(client, settings, no_engine):
+    settings.DEMO_MAX_ACTIVE_RUNS = 1
+    now = timezone.now()
+    for seconds in (30, 40, 50):  # earlier runs of the scene: 40 s is the median
+        DemoRun.objects.create(spec={}, preset="preemption", status="finished", started_at=now - timedelta(minutes=9),
+                               finished_at=now - timedelta(minutes=9) + timedelta(seconds=seconds))
+    DemoRun.objects.create(spec={}, preset="preemption", status="running", watched_at=now,
+                           started_at=now - timedelta(seconds=10), expires_at=now + timedelta(minutes=15))
+    response = start(client)
+    assert response.status_code == 503
+    assert 25 <= response.json()["retry_in"] <= 32, "about 30 s left of a 40-s scene, not its 15-minute bound"
+    expected = ko("A place should free up around %(time)s (in %(duration)s), going by how long these scenes take; "
+                  "this page tries again until then.", time="@", duration="@")
+    assert all(piece in response.json()["wait"] for piece in expected.split("@")), "says it is an estimate, and why"
+
+
+@pytest.mark.django_db
+def test_while_the_engines_cannot_be_reached_a_start_is_refused_and_leaves_no_run(client, settings, monkeypatch):
+    settings.DEMO_HOST = "celery"
+    monkeypatch.setattr(services.events, "engines_reachable", lambda: False)
+    response = start(client)
+    assert response.status_code == 503
+    assert response.json()["error"] == ko("The live engines are unavailable right now: the server lost its connection "
+                                          "to them. The lesson and the self-checks still work.")
+    page = client.post(reverse("demo:run-create"), {"preset": "preemption"})  # the form asks for HTML
+    assert page.status_code == 503 and "data-demo-busy" in page.content.decode()
+    assert not DemoRun.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)  # the task is sent once the run's row is committed
+def test_a_start_whose_task_cannot_be_sent_removes_its_run(client, settings, monkeypatch):
+    from courseapp.demo import tasks
+
+    settings.DEMO_HOST = "celery"
+    monkeypatch.setattr(services.events, "engines_reachable", lambda: True)  # Redis goes between the check and the send
+
+    def broker_gone(*args, **kwargs):
+        raise ConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+
+    monkeypatch.setattr(tasks.run_demo, "apply_async", broker_gone)
+    assert start(client).status_code == 503
+    assert not DemoRun.objects.exists()
+
+
+@pytest.mark.django_db
 def test_the_cap_counts_only_runs_someone_watches(client, settings, no_engine):
     settings.DEMO_MAX_ACTIVE_RUNS = 1
     DemoRun.objects.create(spec={}, status="running", watched_at=timezone.now() - timedelta(seconds=45))
