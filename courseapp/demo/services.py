@@ -271,7 +271,10 @@ def run_end(*, run: DemoRun, status: str, reason: str, error: str = "") -> bool:
     updated = DemoRun.objects.filter(pk=run.pk, status__in=DemoRun.ACTIVE).update(
         status=status, end_reason=reason, error=error, finished_at=timezone.now())
     if updated:
-        run_command(run=run, cmd={"type": "stop", "reason": str(reason), "status": str(status), "message": error})
+        try:
+            run_command(run=run, cmd={"type": "stop", "reason": str(reason), "status": str(status), "message": error})
+        except Exception as exc:  # Redis away: the worker reads the end from the database at its next heartbeat
+            logger.warning("demo run %s: the stop could not be sent (%s); its worker finds it in the database", run.pk, exc)
     return bool(updated)
 
 

@@ -246,7 +246,13 @@ async def _generate(served: engines.Served, request: protocol.GenerationRequest,
             await _stream(request, engine, choices, send, gone, request_id=request_id, created=created,
                           score_only=score_only, observe=served.metrics.observe)
         else:
-            await asyncio.gather(*(_finish(c) for c in choices))
+            try:
+                await asyncio.gather(*(_finish(c) for c in choices))
+            except Exception as exc:  # the engine failed mid-answer (in scaled mode: its worker died)
+                for c in choices:
+                    engine.abort(c.request_id)
+                raise ApiError(503, f"The engine failed while answering: {exc}", type="service_unavailable",
+                               code="engine_failed") from None
             if gone.is_set():
                 return
             out = [protocol.choice(request, c.index, *await _whole_text(request, engine, c, score_only)) for c in choices]
@@ -367,7 +373,8 @@ async def _stream(request, engine, choices: list[_Choice], send, gone: asyncio.E
         for c in choices:
             engine.abort(c.request_id)
         if not gone.is_set():
-            error = ApiError(500, f"The engine failed while answering: {exc}", type="internal_server_error")
+            error = ApiError(503, f"The engine failed while answering: {exc}", type="service_unavailable",
+                             code="engine_failed")
             await emit(error.body())
             await send({"type": "http.response.body", "body": protocol.sse("[DONE]"), "more_body": False})
         return

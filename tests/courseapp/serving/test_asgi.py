@@ -11,7 +11,12 @@ def call(method: str, path: str, body: bytes = b"", headers=()) -> list[dict]:
     sent = []
     scope = {"type": "http", "method": method, "path": path, "headers": list(headers), "client": ("10.1.2.3", 1)}
 
-    async def receive():
+    asked = []
+
+    async def receive():  # the body once; then, as a server does, nothing until the client leaves
+        if asked:
+            await asyncio.Event().wait()
+        asked.append(True)
         return {"type": "http.request", "body": body, "more_body": False}
 
     async def send(message):
@@ -79,3 +84,41 @@ def test_health_is_200_when_the_engine_can_serve_and_503_saying_why_when_not(mon
     sent = call("GET", "/health")
     assert sent[0]["status"] == 503 and "the engine stopped: CUDA error" in json.loads(sent[1]["body"])["error"]["message"]
     assert call("POST", "/health")[0]["status"] == 405
+
+
+def test_an_engine_that_fails_mid_answer_ends_a_stream_with_an_error_and_done_and_a_whole_answer_with_503(monkeypatch):
+    """As when a scaled-mode worker dies under a request: never a connection left open."""
+    from types import SimpleNamespace
+
+    aborted = []
+
+    class Handle:
+        def __aiter__(self):
+            return self._outputs()
+
+        async def _outputs(self):
+            yield SimpleNamespace(text="배송", token_ids=[5], finished=False, finish_reason=None, logprobs=None,
+                                  prompt_logprobs=None, metrics=SimpleNamespace(num_cached_tokens=0))
+            raise RuntimeError("the engine worker stopped answering for 15 s")
+
+    class Engine:
+        max_model_len = 2048
+
+        async def open(self, **kwargs):
+            return Handle(), 3
+
+        def abort(self, request_id):
+            aborted.append(request_id)
+            return True
+
+    monkeypatch.setattr(engines, "engine_of", lambda served: Engine())
+    monkeypatch.setattr(engines, "route", lambda path: (SimpleNamespace(metrics=SimpleNamespace(observe=lambda *a, **k: None)), path))
+    monkeypatch.setattr(asgi, "_check_key", lambda scope, key: None)
+    body = {"model": "munuibot", "messages": [{"role": "user", "content": "배송 언제?"}], "max_tokens": 50}
+    streamed = call("POST", "/v1/chat/completions", json.dumps({**body, "stream": True}).encode())
+    events = b"".join(m.get("body", b"") for m in streamed[1:]).decode().split("\n\n")
+    assert events[-2:] == ["data: [DONE]", ""] and "stopped answering" in json.loads(events[-3][6:])["error"]["message"]
+    assert streamed[-1]["more_body"] is False, "the response ends"
+    whole = call("POST", "/v1/chat/completions", json.dumps(body).encode())
+    assert whole[0]["status"] == 503 and json.loads(whole[1]["body"])["error"]["code"] == "engine_failed"
+    assert len(aborted) == 2, "the engine frees what the failed request held"
