@@ -14,9 +14,13 @@ from django.conf import settings
 from django.core.cache import cache
 
 from courseapp.demo.traces import encode_text
+from courseapp.outages import Outage
 
 logger = logging.getLogger("courseapp.demo")
 _server_loop: asyncio.AbstractEventLoop | None = None
+# Frames go out many times a second: while the layer is away, one line as that begins and one as
+# it ends, not a traceback a frame.
+_publishing = Outage("demo frames: channel layer", logger)
 SNAPSHOT_KEPT_S = 120  # a run's stored picture outlives a silent worker a little (the reaper ends it)
 
 
@@ -49,8 +53,10 @@ def publish(run_id: str, message: dict) -> None:
             asyncio.run_coroutine_threadsafe(layer.group_send(group_name(run_id), event), _server_loop)
         else:
             async_to_sync(layer.group_send)(group_name(run_id), event)
-    except Exception:  # a full or unreachable layer drops a frame; the viewer asks for a snapshot
-        logger.warning("could not publish a frame for run %s", run_id, exc_info=True)
+    except Exception as exc:  # a full or unreachable layer drops a frame; the viewer asks for a snapshot
+        _publishing.failed(exc)
+    else:
+        _publishing.answered()
 
 
 def store_snapshot(run_id: str, latest: tuple[int, str] | None) -> None:
@@ -61,8 +67,8 @@ def store_snapshot(run_id: str, latest: tuple[int, str] | None) -> None:
         return
     try:
         cache.set(snapshot_key(run_id), latest, SNAPSHOT_KEPT_S)
-    except Exception:
-        logger.warning("could not store the snapshot of run %s", run_id, exc_info=True)
+    except Exception as exc:
+        _publishing.failed(exc)
 
 
 def stored_snapshot(run_id: str) -> tuple[int, str] | None:

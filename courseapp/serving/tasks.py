@@ -15,6 +15,7 @@ from celery import shared_task
 from django.conf import settings
 from django.core.cache import cache
 
+from courseapp.outages import Outage
 from courseapp.serving import remote
 
 logger = logging.getLogger("courseapp.serving")
@@ -40,11 +41,13 @@ def worker_engine(name: str):
 
 
 def _publish(engine, name: str) -> None:
+    outage = Outage("served engine's metrics: cache", logger)
     while True:
         try:
             remote.publish_snapshot(name, engine.snapshot())
-        except Exception:  # Redis away for a moment: the next round
-            logger.warning("could not publish the served engine's metrics", exc_info=True)
+            outage.answered()
+        except Exception as exc:  # Redis away for a moment: the next round
+            outage.failed(exc)
         time.sleep(PUBLISH_EVERY_S)
 
 

@@ -1,5 +1,6 @@
 """Scaled mode's API: Daphne hands /v1 requests to a real `celery worker` on the engine queue,
 whose engine streams the tokens back through Redis; /metrics shows that worker's engine."""
+import urllib.error
 import urllib.request
 
 import pytest
@@ -13,6 +14,14 @@ pytestmark = pytest.mark.e2e
 MESSAGES = [{"role": "user", "content": "환불 신청했는데 카드 취소가 언제 되나요?"}]
 
 
+def healthy(url: str) -> bool:
+    """/health is 200 once a worker has announced itself (a client waits for it, as for vLLM's)."""
+    try:
+        return urllib.request.urlopen(f"{url}/health", timeout=10).status == 200
+    except urllib.error.HTTPError:
+        return False
+
+
 def engine_samples(url: str, name: str) -> dict:
     text = urllib.request.urlopen(f"{url}/metrics", timeout=30).read().decode()
     return {sample.labels.get("engine"): sample.value for family in text_string_to_metric_families(text)
@@ -21,6 +30,7 @@ def engine_samples(url: str, name: str) -> dict:
 
 def test_a_chat_completion_and_a_stream_are_served_by_an_engine_worker(web, workers):  # noqa: F811
     workers.start("api")
+    wait_until(lambda: healthy(web), 60, "a worker to announce itself")
     api = OpenAI(base_url=f"{web}/v1", api_key="unused", max_retries=0, timeout=180)
     whole = api.chat.completions.create(model="munuibot", messages=MESSAGES, temperature=0, max_tokens=24)
     assert whole.choices[0].finish_reason in ("stop", "length") and whole.usage.completion_tokens > 0
@@ -45,6 +55,7 @@ def test_a_chat_completion_and_a_stream_are_served_by_an_engine_worker(web, work
 
 def test_a_client_leaving_mid_stream_stops_its_request_on_the_worker(web, workers):  # noqa: F811
     workers.start("leaver")
+    wait_until(lambda: healthy(web), 60, "a worker to announce itself")
     api = OpenAI(base_url=f"{web}/v1", api_key="unused", max_retries=0, timeout=180)
     api.chat.completions.create(model="munuibot", messages=MESSAGES, temperature=0, max_tokens=4)  # the engine is up
     before = wait_until(lambda: engine_samples(web, "vllm:generation_tokens_total").get(next(
