@@ -18,6 +18,8 @@ from django.utils import timezone
 from openai import APIError, APIStatusError, OpenAI
 
 from courseapp.demo.models import DemoRun
+from courseapp.quizzes.models import Question
+from tests.answers import right_form
 from tests.aio import run_in_fresh_loop
 from tests.e2e import clients
 from tests.e2e.clients import Browser
@@ -139,6 +141,10 @@ def test_a_redis_restart_mid_run_loses_no_command_no_viewer_no_seat_and_no_page(
     learner = Browser(site)
     for path in ("/", "/lessons/21/", "/progress/"):
         assert learner.get(path)[0] == 200, path
+    question = Question.objects.filter(type="single", anchor__startswith="s2").first()
+    status, card = learner.post(f"/questions/{question.slug}/submit/", {**right_form(question), "nonce": "outage"},
+                                htmx=True)
+    assert status == 200 and 'data-verdict="correct"' in card, "a self-check is graded and kept"
     runs_before = DemoRun.objects.count()
     status, refused = learner.start(preset="reservation")
     assert status == 503 and "실시간 엔진을 쓸 수 없습니다" in refused["error"]
