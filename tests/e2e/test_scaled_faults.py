@@ -121,6 +121,17 @@ class Viewer:
         self.thread.join(30)
 
 
+async def _first_words(ws_url: str, origin: str) -> tuple[dict, int]:
+    """The first message a new socket gets, and the code it is closed with."""
+    async with websockets.connect(ws_url, origin=origin) as sock:
+        first = json.loads(await asyncio.wait_for(sock.recv(), 10))
+        try:
+            await asyncio.wait_for(sock.recv(), 10)
+        except websockets.ConnectionClosed as closed:
+            return first, closed.rcvd.code
+    return first, 0
+
+
 def test_a_redis_restart_mid_run_loses_no_command_no_viewer_no_seat_and_no_page(site, engine_workers, redis_server):
     engine_workers.start("blip")
     ready("blip")
@@ -151,6 +162,9 @@ def test_a_redis_restart_mid_run_loses_no_command_no_viewer_no_seat_and_no_page(
     assert DemoRun.objects.count() == runs_before, "no run row left behind in the learner's name"
     wait_until(lambda: watcher.seen(lambda m: m.get("type") == "link" and m["state"] == "down"), 30,
                "the viewer to be told the live connection is down")
+    # A page that connects meanwhile is told why, not handed an HTTP 500 at the handshake.
+    told = run_in_fresh_loop(lambda: _first_words(clients.run_socket(site, run_id), site))
+    assert told == ({"type": "link", "state": "down", "message": "엔진과의 실시간 연결이 끊겼습니다. 다시 잇는 중…"}, 4503)
     # A stop sent while Redis is away cannot be handed to the worker: it reads it from the database.
     scene_page.send({"type": "stop"})
     wait_until(lambda: status_of(paused["run"]) == ("stopped", "owner"), 30, "the scene's stop to be recorded")
