@@ -152,31 +152,6 @@ PRODUCTS: dict[str, list[str]] = {
 for _kind, _more in MORE_PRODUCTS.items():
     PRODUCTS[_kind] = PRODUCTS[_kind] + _more
 
-# Syllables of the listed products, recombined into names nobody listed (see `_product`).
-_PRODUCT_SYLLABLES = sorted({ch for names in PRODUCTS.values() for name in names for ch in name if "가" <= ch <= "힣"})
-_LATIN_BRANDS = ["Zento", "ARC", "Nuvo", "Kelo", "MIRA", "Sorin", "Plex", "Otto", "VEGA", "Lumo", "Brio", "Hanu"]
-_GENERIC_ITEMS = ["물건", "상품", "제품", "그거", "이거", "주문한 거"]
-
-
-def _product(rng: random.Random, kind: str) -> str:
-    """A product of `kind`: mostly a listed one, sometimes a name the model cannot have seen.
-
-    A model that has only met listed products reads any unfamiliar word as a sign of 기타 (a
-    drone, a tent, a perfume: issue #28); coined names and model codes teach it that the
-    product's name says nothing about the category, and generic words that it may be absent.
-    """
-    r = rng.random()
-    if r < 0.72:
-        return rng.choice(PRODUCTS[kind])
-    if r < 0.86:
-        name = "".join(rng.choice(_PRODUCT_SYLLABLES) for _ in range(rng.randint(2, 4)))
-        return name if rng.random() < 0.6 else f"{name} {rng.choice(PRODUCTS[kind]).split()[-1]}"
-    if r < 0.94:
-        code = f"{rng.choice('ABCDEFGHKMPSTXZ')}{rng.randint(1, 9)}{rng.choice(['', '0', '00'])}"
-        return f"{rng.choice(_LATIN_BRANDS)} {code}" if rng.random() < 0.5 else f"{rng.choice(_LATIN_BRANDS)} {rng.choice(PRODUCTS[kind])}"
-    return rng.choice(_GENERIC_ITEMS)
-
-
 SIZES = {
     "의류": ["S 사이즈", "M 사이즈", "L 사이즈", "XL 사이즈"],
     "신발": ["230 사이즈", "240 사이즈", "250 사이즈", "260 사이즈", "270 사이즈", "280 사이즈"],
@@ -1100,7 +1075,7 @@ def _slots(rng: random.Random, sub: dict[str, Any]) -> dict[str, str]:
     defect, defect_n = rng.choice(DEFECTS[kind])
     grade = rng.choice(GRADES)
     return {
-        "product": _product(rng, kind),
+        "product": rng.choice(PRODUCTS[kind]),
         "date": _date(rng),
         "order": _order_no(rng),
         "pay": rng.choice(PAYS),

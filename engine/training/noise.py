@@ -29,12 +29,6 @@ LOANWORDS = [
     ("쿠폰", "쿠폰코드"), ("회원 등급", "멤버십 등급"),
     ("영수증", "리시트"), ("교환", "체인지"), ("휴대폰", "핸드폰"), ("앱", "어플"),
 ]
-# ... and the same kind of words in Latin letters, as people mix them into Korean sentences.
-LATIN_WORDS = [
-    ("배송 조회", "tracking"), ("배송", "delivery"), ("환불", "refund"), ("로그인", "login"), ("교환", "exchange"),
-    ("사이즈", "size"), ("쿠폰", "coupon"), ("영수증", "receipt"), ("주소", "address"), ("결제", "payment"),
-    ("비밀번호", "password"), ("회원 등급", "membership"), ("취소", "cancel"), ("불량", "defect"),
-]
 # Polite endings and their 반말 forms (longest first, so "해 주세요" wins over "주세요").
 BANMAL = [
     ("알려 주세요", "알려줘"), ("알려주세요", "알려줘"), ("해 주세요", "해줘"), ("해주세요", "해줘"),
@@ -91,8 +85,6 @@ def roughen(text: str, rng: random.Random, level: float = 1.0) -> str:
         text = _swap(text, MISSPELLINGS, rng, 0.5)
     if rng.random() < 0.2 * level:
         text = _swap(text, LOANWORDS, rng, 0.4)
-    elif rng.random() < 0.1 * level:
-        text = _swap(text, LATIN_WORDS, rng, 0.5)
     if rng.random() < 0.25 * level:
         text = _drop_particles(text, rng, 0.6)
     if rng.random() < 0.2 * level:
