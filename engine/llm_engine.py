@@ -341,7 +341,7 @@ class LLMEngine:
         plist = params if isinstance(params, list) else [params] * len(prompts)
         ids = [self.add_request(p, sp) for p, sp in zip(prompts, plist)]
         while any(not self.requests[i].status.finished for i in ids):
-            self.step()
+            self.step(picture=False)  # nobody draws these steps: no walk over the pool
         return [self.output(i) for i in ids]
 
 

@@ -5,6 +5,7 @@ budget, so prompt chunks and single-token decodes share a step. Running requests
 first (in admission order); when the pool runs out, the most recently admitted one is
 preempted. New requests are admitted FIFO while seats, budget and blocks last.
 """
+import math
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -56,6 +57,7 @@ class Scheduler:
         self.swapped: deque[Request] = deque()
         self.static_batch: set[str] = set()  # static mode: the batch that must finish first
         self.num_preemptions = 0
+        self.recomputed_tokens = 0  # computed, then thrown away by a recompute preemption
         self.prefix_queries = 0  # tokens looked up
         self.prefix_hits = 0  # tokens found
         self._admissions = 0
@@ -169,6 +171,7 @@ class Scheduler:
             req.status = Status.SWAPPED
             self.swapped.append(req)
         else:
+            self.recomputed_tokens += req.num_computed_tokens  # to be computed again (less any prefix hits)
             req.num_computed_tokens = 0
             req.num_hashed_blocks = 0
             req.status = Status.WAITING
@@ -218,7 +221,7 @@ class Scheduler:
             covered = max(covered, self.max_tokens_per_request)
         need = self._blocks_for(covered) - len(hits)
         evictable_hits = sum(1 for b in hits if self.pool.blocks[b].ref_cnt == 0)
-        if need > self.pool.num_free_blocks - evictable_hits:
+        if need + self._headroom() > self.pool.num_free_blocks - evictable_hits:
             return None
         if self.config.enable_prefix_caching:
             self.prefix_queries += req.num_tokens
@@ -244,6 +247,13 @@ class Scheduler:
         if n:
             out.scheduled.append((req, n))
         return n
+
+    def _headroom(self) -> int:
+        """Blocks a new admission must leave free for the running requests to grow into (none
+        for static batching, whose batch is admitted whole, and none with nothing running)."""
+        if self.config.scheduling == "static" or not self.running:
+            return 0
+        return math.ceil(self.config.admission_headroom * len(self.running))
 
     def _next_admission(self) -> int:
         self._admissions += 1

@@ -62,3 +62,12 @@ def test_engine_ab_interleaves_two_trees_and_prints_the_medians(tiny_llama):
                "--kv-tokens", "1024", "--model", tiny_llama)
     assert re.search(r"^\s+1 before\s+\d+\.\d+\s+\d+\.\d+$", out, re.M) and re.search(r"^\s+1 after\s+\d+\.\d+", out, re.M), out
     assert re.search(r"^median seconds: before \d+\.\d+, after \d+\.\d+ \(after ÷ before \d+\.\d+\); decode tok/s", out, re.M), out
+
+
+def test_generate_ratio_times_both_sides_end_to_end_on_every_workload():
+    out = _run("bench.generate_ratio", "--quick", "--rounds", "2", "--requests", "4", "--headroom", "0,1")
+    for workload in ("mixed", "long prompts", "long answers"):
+        for headroom in ("0", "1"):
+            assert re.search(rf"^munuibot-tiny .* {workload} +cpu  1 thread  headroom {headroom} +\d+\.\d+×  "
+                             rf"\(rounds \d+\.\d+ / \d+\.\d+; HF batch \d+; \d+ steps, \d+ preemptions, \d+\.\d% recomputed\)$",
+                             out, re.M), (workload, headroom, out)

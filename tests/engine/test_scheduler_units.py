@@ -165,6 +165,41 @@ def test_a_step_that_preempts_admits_nobody_and_the_victim_waits_first_in_line(t
     assert (s.num_preemptions, b.num_preemptions, a.num_preemptions) == (1, 1, 0)
 
 
+def test_a_recompute_preemption_counts_the_tokens_it_throws_away(tiny_llama):
+    s = scheduler(tiny_llama, blocks=4, enable_prefix_caching=False)
+    a, b = request("a", 7), request("b", 7)
+    s.add(a)
+    s.add(b)
+    step(s)
+    step(s)  # b has computed its 7 prompt tokens and its first output token
+    step(s)  # a grows into a third block: b goes, and everything it computed with it
+    assert s.recomputed_tokens == 8
+
+
+def test_admission_headroom_keeps_blocks_for_the_running_to_grow_into(tiny_llama):
+    """With headroom, the second request waits instead of taking the last blocks: the first
+    grows into them, and nobody is preempted to recompute. Without it (V1), b is admitted and
+    then preempted when a needs a third block."""
+    for headroom, preemptions in ((0.0, 1), (1.0, 0)):
+        s = scheduler(tiny_llama, blocks=4, admission_headroom=headroom, enable_prefix_caching=False)
+        a, b = request("a", 7), request("b", 7)
+        s.add(a)
+        s.add(b)
+        step(s)  # a's prompt: two blocks; b fits in the other two only if no headroom is kept
+        assert (b in s.running) is (headroom == 0)
+        for _ in range(3):
+            step(s)
+        assert s.num_preemptions == preemptions, headroom
+
+
+def test_admission_headroom_admits_whatever_fits_when_nothing_runs(tiny_llama):
+    s = scheduler(tiny_llama, blocks=2, admission_headroom=4.0)
+    a = request("a", 8)  # two blocks: the whole pool
+    s.add(a)
+    step(s)
+    assert s.running == [a], "headroom is for the running; an empty engine never waits on it"
+
+
 def test_a_readmitted_request_keeps_its_first_admission_figures(tiny_llama):
     """After a recompute preemption the victim's own full blocks stay cached, so its re-admission
     hits them; what it reports as cached prompt tokens and first scheduled time stay those of
