@@ -57,7 +57,9 @@ def _duration(seconds: int) -> str:
 def _busy(request, busy: services.DemoBusy):
     """503 (the server's cap) or 429 (this address's): the real wait, and a way to wait for it."""
     retry_in = busy.retry_in()
-    if isinstance(busy, services.EnginesUnavailable):
+    unavailable = isinstance(busy, services.EnginesUnavailable)
+    title = _("The live engines are unavailable") if unavailable else _("The demo engine is busy")
+    if unavailable:
         message = _("The live engines are unavailable right now: the server lost its connection to them. "
                     "The lesson and the self-checks still work.")
     elif busy.per_address:
@@ -68,9 +70,11 @@ def _busy(request, busy: services.DemoBusy):
         wait = _("A place should free up around %(time)s (in %(duration)s), going by how long these scenes take; "
                  "this page tries again until then.") % {
             "time": timezone.localtime(busy.retry_at).strftime("%H:%M:%S"), "duration": _duration(retry_in)}
-    elif busy.retry_at is not None and not isinstance(busy, services.EnginesUnavailable):
+    elif busy.retry_at is not None:
         wait = _("A place frees up by %(time)s at the latest (in %(duration)s); this page tries again until then.") % {
             "time": timezone.localtime(busy.retry_at).strftime("%H:%M:%S"), "duration": _duration(retry_in)}
+    elif unavailable:
+        wait = _("This page tries again every few seconds until the connection is back.")
     else:
         wait = _("This page tries again every few seconds until a place frees up.")
     status = 429 if busy.per_address else 503
@@ -78,7 +82,8 @@ def _busy(request, busy: services.DemoBusy):
     if _wants_json(request):
         return JsonResponse({"error": message, "wait": wait, "retry_in": retry_in}, status=status, headers=headers)
     fields = [(k, v) for k, v in request.POST.items() if k != "csrfmiddlewaretoken"]
-    response = render(request, "demo/busy.html", {"message": message, "wait": wait, "retry_in": retry_in, "fields": fields}, status=status)
+    response = render(request, "demo/busy.html", {"title": title, "message": message, "wait": wait, "retry_in": retry_in,
+                                                  "fields": fields}, status=status)
     for name, value in headers.items():
         response[name] = value
     return response
