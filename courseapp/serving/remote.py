@@ -21,6 +21,7 @@ from types import SimpleNamespace
 from django.conf import settings
 from django.core.cache import cache
 
+from courseapp.demo import events
 from courseapp.serving.protocol import ApiError
 
 SILENT_FOR_S = 15  # a worker sends at least a keep-alive every 5 s while a request waits (tasks.KEEPALIVE_S)
@@ -95,11 +96,9 @@ class RemoteEngine:
 
         layer = get_channel_layer()
         channel = await layer.new_channel(prefix="serving")
-        from courseapp.demo import registry
-
-        if not registry.workers_up():  # said at once, not after the pickup wait: nobody would take it
-            raise ApiError(503, f"No engine worker is running (none has reported in the last {registry.GONE_AFTER_S} s); "
-                                "try again later.", type="service_unavailable", code="no_engine_worker")
+        if not _workers_up():  # said at once, not after the pickup wait: nobody would take it
+            reason, code = _no_worker_reason()
+            raise ApiError(503, reason + "; try again later.", type="service_unavailable", code=code)
         try:
             await asyncio.to_thread(tasks.generate.apply_async, kwargs={
                 "request_id": request_id, "messages": messages, "prompt": prompt, "max_tokens": max_tokens,
@@ -123,10 +122,8 @@ class RemoteEngine:
 
     def check_health(self) -> None:
         """Some engine worker is up (it announced itself in the last seconds: demo/registry.py)."""
-        from courseapp.demo import registry
-
-        if not registry.workers_up():
-            raise RuntimeError(f"no engine worker has reported in the last {registry.GONE_AFTER_S} s (README: Scaled mode)")
+        if not _workers_up():
+            raise RuntimeError(_no_worker_reason()[0] + " (README: Scaled mode)")
 
     # The tokenizer's calls are answered here, from the model's own files and without torch
     # (engine/chat_prompt.py): a round trip to a worker for /tokenize would wait behind its requests.
@@ -157,6 +154,22 @@ class RemoteEngine:
         from engine import chat_prompt
 
         check_token_ids(ids, chat_prompt.vocab_size(self.model), param)
+
+
+def _workers_up() -> list[dict]:
+    from courseapp.demo import registry
+
+    return registry.workers_up()
+
+
+def _no_worker_reason() -> tuple[str, str]:
+    """Why no worker is heard from, and its error code: Redis, where they announce themselves, is
+    away, or none is up."""
+    from courseapp.demo import registry
+
+    if not events.engines_reachable():
+        return "The engine workers cannot be reached right now (Redis does not answer)", "engine_unavailable"
+    return f"No engine worker is running (none has reported in the last {registry.GONE_AFTER_S} s)", "no_engine_worker"
 
 
 def worker_snapshots() -> list[tuple[str, SimpleNamespace]]:

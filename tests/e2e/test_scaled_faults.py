@@ -156,6 +156,10 @@ def test_a_redis_restart_mid_run_loses_no_command_no_viewer_no_seat_and_no_page(
     status, card = learner.post(f"/questions/{question.slug}/submit/", {**right_form(question), "nonce": "outage"},
                                 htmx=True)
     assert status == 200 and 'data-verdict="correct"' in card, "a self-check is graded and kept"
+    api = OpenAI(base_url=f"{site}/v1", api_key="unused", max_retries=0, timeout=20)
+    with pytest.raises(APIStatusError, match="cannot be reached right now") as refused_api:
+        api.chat.completions.create(model="munuibot", messages=MESSAGES, max_tokens=4)
+    assert refused_api.value.status_code == 503 and refused_api.value.body["code"] == "engine_unavailable"
     runs_before = DemoRun.objects.count()
     status, refused = learner.start(preset="reservation")
     assert status == 503 and "실시간 엔진을 쓸 수 없습니다" in refused["error"]
