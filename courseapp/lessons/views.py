@@ -21,6 +21,8 @@ def home(request):
     if lesson is not None:
         context["resume"] = resume_section(learner=learner, lesson=lesson)
         context["mastery"] = mastery_by_objective(learner=learner, lesson=lesson)
+        # A first-time visitor starts; only someone who has opened a section resumes.
+        context["started"] = learner is not None and learner.last_section_id is not None
     return render(request, "lessons/home.html", context)
 
 

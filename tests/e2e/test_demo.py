@@ -27,6 +27,9 @@ def test_a_scene_page_starts_its_run_and_a_second_scene_stops_the_first_saying_s
     first = demo_page
     first.goto(f"{asgi_site}/demo/?preset=preemption&paused=1")
     expect(first.locator("#demo")).to_have_attribute("data-state", "paused", timeout=60_000)
+    # What a screen reader hears before the first step: step 0, never "undefined".
+    expect(first.locator("[data-live]")).to_contain_text("스텝 0:")
+    assert "undefined" not in first.locator("[data-live]").inner_text()
     expect(first).to_have_url(re.compile(r"/demo/runs/[0-9a-f-]{36}/$"))  # a reload shows this run, starts none
     second = first.context.new_page()
     second.goto(f"{asgi_site}/demo/?preset=concurrency&paused=1")

@@ -61,6 +61,16 @@ def test_resume_points_at_the_last_section_opened(client, lesson):
 
 
 @pytest.mark.django_db
+def test_the_home_page_asks_a_first_time_visitor_to_start_and_a_returning_one_to_resume(client, lesson):
+    first = BeautifulSoup(client.get("/").content, "html.parser").select_one("[data-testid=resume]")
+    assert first.get_text(strip=True) == "읽기 시작" and first["href"] == reverse("lessons:section", args=[21, "s0"])
+    client.post(reverse("lessons:section-read", args=[21, "s0"]))
+    client.post(reverse("lessons:section-visited", args=[21, "s3"]))
+    again = BeautifulSoup(client.get("/").content, "html.parser").select_one("[data-testid=resume]")
+    assert again.get_text(" ", strip=True).startswith("§3") and "이어 읽기" in again.get_text()
+
+
+@pytest.mark.django_db
 def test_resume_falls_back_to_the_first_unread_section(lesson):
     learner = LearnerFactory()
     for slug in ["s0", "s1"]:
