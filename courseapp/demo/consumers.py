@@ -230,16 +230,16 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         run, so a dead host shows up as failed and a run ended from outside says why."""
         while True:
             await asyncio.sleep(WATCH_EVERY_S)
-            if self.link_down_since is not None or time.monotonic() - self.joined_at >= REJOIN_EVERY_S:
+            if self.link_down_since is not None:
+                await self._link_answered()  # re-joins and sends the latest picture, or waits longer
+            elif time.monotonic() - self.joined_at >= REJOIN_EVERY_S:
                 try:
                     await self.channel_layer.group_add(self.group, self.channel_name)
                     self.joined_at = time.monotonic()
-                    await self._link_answered()
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:
-                    if self.link_down_since is None:
-                        await self._link_failed(exc)
+                    await self._link_failed(exc)
             try:
                 if time.monotonic() - self.marked_at >= MARK_WATCHED_EVERY_S:
                     await self._mark_watched()

@@ -23,8 +23,13 @@ def announce(name: str, *, seats: int, busy: int, model_ready: bool) -> None:
         cache.set(_NAMES_KEY, [*names, name][-64:], None)
 
 
+def names() -> list[str]:
+    """Every worker that ever announced itself here (some may be gone: their entries expired)."""
+    return cache.get(_NAMES_KEY) or []
+
+
 def workers_up() -> list[dict]:
     """The workers heard from in the last GONE_AFTER_S seconds (an empty list while Redis is away)."""
-    names = cache.get(_NAMES_KEY) or []
-    found = cache.get_many([_ENTRY_KEY.format(name) for name in names])
-    return [found[_ENTRY_KEY.format(name)] for name in names if _ENTRY_KEY.format(name) in found]
+    names_ = names()
+    found = cache.get_many([_ENTRY_KEY.format(name) for name in names_])
+    return [found[_ENTRY_KEY.format(name)] for name in names_ if _ENTRY_KEY.format(name) in found]

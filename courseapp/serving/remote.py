@@ -21,12 +21,11 @@ from types import SimpleNamespace
 from django.conf import settings
 from django.core.cache import cache
 
-from courseapp.demo import events
+from courseapp.demo import events, registry
 from courseapp.serving.protocol import ApiError
 
 SILENT_FOR_S = 15  # a worker sends at least a keep-alive every 5 s while a request waits (tasks.KEEPALIVE_S)
 METRICS_KEY = "serving-metrics:{}"
-WORKERS_KEY = "serving-metrics-workers"
 
 
 def abort_key(request_id: str) -> str:
@@ -96,7 +95,7 @@ class RemoteEngine:
 
         layer = get_channel_layer()
         channel = await layer.new_channel(prefix="serving")
-        if not _workers_up():  # said at once, not after the pickup wait: nobody would take it
+        if not registry.workers_up():  # said at once, not after the pickup wait: nobody would take it
             reason, code = _no_worker_reason()
             raise ApiError(503, reason + "; try again later.", type="service_unavailable", code=code)
         try:
@@ -122,7 +121,7 @@ class RemoteEngine:
 
     def check_health(self) -> None:
         """Some engine worker is up (it announced itself in the last seconds: demo/registry.py)."""
-        if not _workers_up():
+        if not registry.workers_up():
             raise RuntimeError(_no_worker_reason()[0] + " (README: Scaled mode)")
 
     # The tokenizer's calls are answered here, from the model's own files and without torch
@@ -156,39 +155,24 @@ class RemoteEngine:
         check_token_ids(ids, chat_prompt.vocab_size(self.model), param)
 
 
-def _workers_up() -> list[dict]:
-    from courseapp.demo import registry
-
-    return registry.workers_up()
-
-
 def _no_worker_reason() -> tuple[str, str]:
     """Why no worker is heard from, and its error code: Redis, where they announce themselves, is
     away, or none is up."""
-    from courseapp.demo import registry
-
     if not events.engines_reachable():
         return "The engine workers cannot be reached right now (Redis does not answer)", "engine_unavailable"
     return f"No engine worker is running (none has reported in the last {registry.GONE_AFTER_S} s)", "no_engine_worker"
 
 
 def worker_snapshots() -> list[tuple[str, SimpleNamespace]]:
-    """Each live worker's latest counters and gauges, by its name (a worker silent for 15 s drops out)."""
-    workers = cache.get(WORKERS_KEY) or []
+    """Each live worker's latest counters and gauges, by its name (the registry's names; a worker
+    silent for 15 s drops out as its figures expire)."""
+    workers = registry.names()
     found = cache.get_many([METRICS_KEY.format(name) for name in workers])
     return [(name, SimpleNamespace(**found[METRICS_KEY.format(name)])) for name in workers
             if METRICS_KEY.format(name) in found]
-
-
-def register_worker(name: str) -> None:
-    """A worker adds its name to the list /metrics reads (checked again every publish: converges)."""
-    workers = cache.get(WORKERS_KEY) or []
-    if name not in workers:
-        cache.set(WORKERS_KEY, [*workers, name], None)
 
 
 def publish_snapshot(name: str, snapshot, ttl: int = 15) -> None:
     fields = ("num_requests_running", "num_requests_waiting", "kv_cache_usage_perc", "prefix_cache_queries_total",
               "prefix_cache_hits_total", "num_preemptions_total", "prompt_tokens_total", "generation_tokens_total")
     cache.set(METRICS_KEY.format(name), {f: getattr(snapshot, f) for f in fields} | {"at": time.time()}, ttl)
-    register_worker(name)
