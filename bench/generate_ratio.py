@@ -24,6 +24,7 @@ import torch
 from transformers import AutoModelForCausalLM, LlamaConfig
 
 from bench.gpu_check import config_folder
+from bench.throughput import run_hf_static
 from bench.workload import Job, count_params, make_jobs, ordinary_token_ids
 from engine import EngineConfig, LLMEngine, SamplingParams
 from engine.config import DEFAULT_MODEL
@@ -81,24 +82,11 @@ def engine_run(model: Model, jobs: list[Job], kv_tokens: int, headroom: float) -
 
 
 def hf_run(model: Model, jobs: list[Job], kv_tokens: int) -> dict:
-    """HF generate in FIFO batches, each request reserving the longest job's KV up front."""
+    """bench.throughput's HF static batches, each request reserving the longest job's KV up front."""
     longest = max(len(j.prompt) for j in jobs) + max(j.max_tokens for j in jobs)
-    batch = max(1, kv_tokens // longest)
-    hf = model.hf
-    wall, cpu = time.perf_counter(), time.process_time()
-    for start in range(0, len(jobs), batch):
-        group = jobs[start: start + batch]
-        width = max(len(j.prompt) for j in group)
-        ids = torch.full((len(group), width), model.pad_id)
-        mask = torch.zeros((len(group), width), dtype=torch.long)
-        for row, job in enumerate(group):
-            ids[row, width - len(job.prompt):] = torch.tensor(job.prompt)
-            mask[row, width - len(job.prompt):] = 1
-        most = max(j.max_tokens for j in group)
-        with torch.inference_mode():
-            hf.generate(input_ids=ids, attention_mask=mask, max_new_tokens=most, min_new_tokens=most,
-                        do_sample=False, pad_token_id=model.pad_id)
-    return {"cpu": time.process_time() - cpu, "wall": time.perf_counter() - wall, "batch": batch}
+    cpu = time.process_time()
+    static = run_hf_static(model.hf, jobs, kv_tokens, longest, model.pad_id)
+    return {"cpu": time.process_time() - cpu, "wall": static["seconds"], "batch": static["batch"]}
 
 
 def measure(model: Model, jobs: list[Job], kv_tokens: int, headrooms: list[float], rounds: int, threads: int,
