@@ -21,9 +21,9 @@ import time
 from dataclasses import dataclass
 
 import torch
-from transformers import AutoModelForCausalLM, LlamaConfig
+from transformers import LlamaConfig
 
-from bench.gpu_check import config_folder
+from bench.gpu_check import build, config_folder
 from bench.throughput import run_hf_static
 from bench.workload import Job, count_params, make_jobs, ordinary_token_ids
 from engine import EngineConfig, LLMEngine, SamplingParams
@@ -61,8 +61,7 @@ def wide_model(vocab_size: int) -> Model:
     config = LlamaConfig(vocab_size=vocab_size, hidden_size=512, intermediate_size=1408, num_hidden_layers=4,
                          num_attention_heads=8, num_key_value_heads=4, max_position_embeddings=2048,
                          tie_word_embeddings=True)
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32, attn_implementation="sdpa").eval()
+    model = build(config, "cpu", torch.float32)
     hf = copy.deepcopy(model)
     return Model(f"random Llama 512 wide ({count_params(hf) / 1e6:.1f} M)", config_folder(config), wrap_model(model),
                  hf, list(range(3, vocab_size)), 0)
