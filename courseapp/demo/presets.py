@@ -28,7 +28,7 @@ PRESETS = {
         "section": "s1-2",
         # 240 blocks: a 1,024-token reservation is 64 blocks, so 3 fit; six real requests (≈600
         # tokens, 38 blocks each) all fit paged, with no preemption muddying the comparison.
-        "summary": gettext_noop("같은 요청 6건, 같은 KV 풀(블록 240개). 왼쪽은 요청마다 max-model-len(1,024토큰)만큼 블록을 미리 잡고, 오른쪽은 쓴 만큼만 블록을 받습니다. 동시에 몇 건이 들어가는지, 다 끝나는 데 몇 스텝이 걸리는지 보세요."),
+        "summary": gettext_noop("같은 요청 6건, 같은 KV 풀(블록 240개). ‘최대 길이 예약’ 엔진은 요청마다 max-model-len(1,024토큰)만큼 블록을 미리 잡고, ‘블록 단위’ 엔진은 쓴 만큼만 블록을 받습니다. 동시에 몇 건이 들어가는지, 다 끝나는 데 몇 스텝이 걸리는지 보세요."),
         "lanes": [
             {"name": "reserve", "label": gettext_noop("최대 길이 예약"), "config": {**BASE, "num_blocks": 240, "kv_reservation": "max_len", "enable_prefix_caching": False}},
             {"name": "paged", "label": gettext_noop("블록 단위(PagedAttention)"), "config": {**BASE, "num_blocks": 240, "enable_prefix_caching": False}},
@@ -53,7 +53,7 @@ PRESETS = {
     "concurrency": {
         "title": gettext_noop("1건 ↔ 8건 동시"),
         "section": "s3-3",
-        "summary": gettext_noop("왼쪽은 요청 1건, 오른쪽은 같은 요청 8건을 동시에. 요청 하나의 속도(tok/s)와 서버 전체의 처리량을 비교하세요."),
+        "summary": gettext_noop("‘1건’ 엔진에는 요청 1건, ‘8건 동시’ 엔진에는 같은 요청 8건을 동시에 보냅니다. 요청 하나의 속도(tok/s)와 서버 전체의 처리량을 비교하세요."),
         "lanes": [
             {"name": "one", "label": gettext_noop("1건"), "config": {**BASE}},
             {"name": "eight", "label": gettext_noop("8건 동시"), "config": {**BASE}},
@@ -66,7 +66,7 @@ PRESETS = {
     "prefix-caching": {
         "title": gettext_noop("프리픽스 캐싱"),
         "section": "s4-3",
-        "summary": gettext_noop("긴 공통 시스템 프롬프트로 2번(A, B), 이어서 맨 앞에 현재 시각을 넣고 2번(C, D). 왼쪽은 캐싱을 켠 엔진, 오른쪽은 끈 엔진입니다. 공유 블록(참조 수 2 이상), 타임라인의 ★, 계산한 프롬프트 토큰 수를 비교하세요."),
+        "summary": gettext_noop("긴 공통 시스템 프롬프트로 2번(A, B), 이어서 맨 앞에 현재 시각을 넣고 2번(C, D). ‘프리픽스 캐싱 켬’ 엔진과 ‘프리픽스 캐싱 끔’ 엔진이 같은 요청을 받습니다. 공유 블록(참조 수 2 이상), 타임라인의 ★, 계산한 프롬프트 토큰 수를 비교하세요."),
         "lanes": [
             {"name": "cache", "label": gettext_noop("프리픽스 캐싱 켬"), "config": {**BASE, "num_blocks": 192}},
             {"name": "nocache", "label": gettext_noop("프리픽스 캐싱 끔"), "config": {**BASE, "num_blocks": 192, "enable_prefix_caching": False}},
@@ -168,5 +168,5 @@ def custom_spec(knobs: dict, *, system_prompt: str, min_prompt_tokens: int = 0) 
             "prompt (the system prompt and a short question) and a short answer need %(needed)d. With block_size "
             "%(size)d, choose num_blocks of at least %(blocks)d."
         ) % {"pool": pool, "needed": needed, "size": config["block_size"], "blocks": -(-needed // config["block_size"])})
-    return {"preset": "", "title": "내 실험", "section": "s3-3", "summary": "", "lanes": [{"name": "mine", "label": "내 엔진", "config": config}],
+    return {"preset": "", "title": _("My run"), "section": "s3-3", "summary": "", "lanes": [{"name": "mine", "label": _("My engine"), "config": config}],
             "system": system_prompt, "requests": [], "open": True}

@@ -147,6 +147,25 @@ def _ended_here(run: DemoRun) -> bool:
     return fresh and not embedded.is_alive(str(run.pk))
 
 
+def _check_address(runs_here, owner) -> None:
+    """DemoBusy when this client address has its share of runs going. A class member's share is
+    the class limit (a school's room is one NAT address); everyone else shares the small one,
+    counting only runs of learners in no class, so a room's runs do not shut out a guest and a
+    flood of guests does not shut out the room."""
+    from courseapp.instructor.models import Membership
+
+    in_class = Membership.objects.filter(cohort__archived=False)
+    if owner is not None and in_class.filter(learner=owner).exists():
+        limit = settings.DEMO_MAX_RUNS_PER_CLASS_ADDRESS
+    else:
+        limit = settings.DEMO_MAX_RUNS_PER_ADDRESS
+        runs_here = runs_here.exclude(owner__in=in_class.values("learner"))
+    mine = list(runs_here.only("expires_at", "idle_until", "preset", "spec", "started_at"))
+    if len(mine) >= limit:
+        retry_at, expected = _soonest_end(mine)
+        raise DemoBusy(retry_at, per_address=limit, expected=expected)
+
+
 def run_start(*, owner, spec: dict, client_addr: str | None = None, is_class: bool = False) -> Started:
     """Create a run and launch it. One active run per learner: their previous one is stopped
     (and says so). The server's cap counts runs someone is watching; each client address has
@@ -167,11 +186,7 @@ def run_start(*, owner, spec: dict, client_addr: str | None = None, is_class: bo
             retry_at, expected = _soonest_end(watched)
             raise DemoBusy(retry_at, expected=expected)
         if client_addr and not is_class:
-            mine = list(others.filter(client_addr=client_addr, is_class=False).only(
-                "expires_at", "idle_until", "preset", "spec", "started_at"))
-            if len(mine) >= settings.DEMO_MAX_RUNS_PER_ADDRESS:
-                retry_at, expected = _soonest_end(mine)
-                raise DemoBusy(retry_at, per_address=settings.DEMO_MAX_RUNS_PER_ADDRESS, expected=expected)
+            _check_address(others.filter(client_addr=client_addr, is_class=False), owner)
         # The run's own loop ends it at its lifetime too: a worker's threads pool enforces no time limit.
         spec = {**spec, "max_run_s": None if is_class else settings.DEMO_MAX_RUN_S}
         run = DemoRun.objects.create(

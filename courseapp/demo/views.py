@@ -178,6 +178,10 @@ def class_create(request):
         return HttpResponseForbidden(_("Only staff and instructors open a class run."))
     try:
         spec = services.run_spec(knobs={"max_num_seqs": 16, "num_blocks": 256})
+        # Everyone in the class sees whose run this is, not "My run".
+        teacher = request.user.get_full_name() or request.user.get_username()
+        spec["title"] = _("Class run of %(name)s") % {"name": teacher}
+        spec["lanes"][0]["label"] = _("Class engine")
         started = services.run_start(owner=learner_get(request, create=True), spec=spec, is_class=True)
     except services.DemoBusy as busy:
         return _busy(request, busy)

@@ -204,8 +204,11 @@ DEMO_HOST = "celery" if REDIS_URL else "embedded"
 DEMO_ENGINE_PROCESS = os.environ.get("DEMO_ENGINE_PROCESS", "1") == "1"
 DEMO_ENGINE_THREADS = int(os.environ.get("DEMO_ENGINE_THREADS", "1"))  # torch threads in that process
 DEMO_MAX_ACTIVE_RUNS = int(os.environ.get("DEMO_MAX_ACTIVE_RUNS", "6"))  # runs someone is watching, server-wide
-# Per client address: a class behind one NAT address shares it, so raise it for such a room.
+# Per client address, for learners in no class: a flood of cookie-less starts from one address.
 DEMO_MAX_RUNS_PER_ADDRESS = int(os.environ.get("DEMO_MAX_RUNS_PER_ADDRESS", "3"))
+# Members of a class (who joined with an instructor's code) share a school's NAT address: their
+# runs count against this limit instead, so a room is bounded by the server's cap, not by 3.
+DEMO_MAX_RUNS_PER_CLASS_ADDRESS = int(os.environ.get("DEMO_MAX_RUNS_PER_CLASS_ADDRESS", "40"))
 DEMO_PAUSED_IDLE_S = int(os.environ.get("DEMO_PAUSED_IDLE_S", "600"))  # a paused run with nothing happening ends
 DEMO_MAX_RUN_S = int(os.environ.get("DEMO_MAX_RUN_S", "900"))  # a learner's run ends after this long at the latest
 # A queued run no engine worker took by then fails ("no worker"); a started one whose engine is

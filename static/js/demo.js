@@ -60,7 +60,7 @@
       "peak-running": "the most requests in one batch", tokens: "answer tokens generated, all requests together" },
     codes: { P: "prompt chunk", D: "decode", F: "finished", W: "waiting", R: "running, no tokens this step", X: "preempted", S: "swapped out",
       I: "idle slot: finished, but its seat stays empty until the batch ends", " ": "" },
-    mark: "a prefix hit: cached blocks reused", firstBlock: "first block", cut: "cut at max_tokens", reqSpeed: "tok/s",
+    mark: "a prefix hit: cached blocks reused", firstBlock: "first block", cut: (n, scene) => scene && scene !== "served" ? `stopped at max_tokens (${n}): this scene keeps answers short so the blocks stay readable` : `stopped at max_tokens (${n})`, reqSpeed: "tok/s",
     endTitle: "What this scene showed",
     laneLine: (l) => `${l.label}: ${l.steps} steps · at most ${l.peak_running} at once · ${l.tokens} tokens in ${l.engine_s} s of engine time = ${l.tok_s} tok/s for the run · one request ${l.req_tok_s} tok/s · peak KV ${l.kv_peak}% · ${l.preemptions} preemptions`,
     log: {
@@ -131,7 +131,7 @@
       "peak-running": "한 배치에 가장 많이 함께 든 요청 수", tokens: "모든 요청이 만든 답 토큰의 합" },
     codes: { P: "프롬프트 조각", D: "디코드", F: "끝", W: "대기", R: "실행 중(이번 스텝 토큰 없음)", X: "선점됨", S: "스왑됨",
       I: "빈 자리: 끝났는데 배치가 끝날 때까지 자리가 비어 있음", " ": "" },
-    mark: "프리픽스 적중: 캐시된 블록 재사용", firstBlock: "첫 블록", cut: "max_tokens에서 잘림", reqSpeed: "토큰/초",
+    mark: "프리픽스 적중: 캐시된 블록 재사용", firstBlock: "첫 블록", cut: (n, scene) => scene && scene !== "served" ? `max_tokens(${n})에서 멈춤: 블록이 잘 보이도록 이 장면은 답을 짧게 정해 둡니다` : `max_tokens(${n})에서 멈춤`, reqSpeed: "토큰/초",
     endTitle: "이 장면이 보여 준 것",
     laneLine: (l) => `${l.label}: ${l.steps} 스텝 · 동시 최대 ${l.peak_running}건 · 엔진 시간 ${l.engine_s}초 동안 ${l.tokens} 토큰 = 실행 처리량 ${l.tok_s} 토큰/초 · 요청 하나 ${l.req_tok_s} 토큰/초 · 최대 KV ${l.kv_peak}% · 선점 ${l.preemptions}번`,
     log: {
@@ -436,7 +436,7 @@
     lane.requests.forEach((r) => {
       let o = v.outs.get(r.id);
       if (!o) {
-        const li = make(`<li data-request="${esc(r.id)}"><span class="chip c${who[r.id].color}">${esc(r.label)}</span>${r.owner ? `<span class="owner">${esc(r.owner)}</span>` : ""} <span class="muted meta"></span><div class="prompt">${esc(r.prompt)}</div><div class="first-block muted" hidden></div><div class="answer"></div><div class="cut" hidden>${T.cut}</div></li>`);
+        const li = make(`<li data-request="${esc(r.id)}"><span class="chip c${who[r.id].color}">${esc(r.label)}</span>${r.owner ? `<span class="owner">${esc(r.owner)}</span>` : ""} <span class="muted meta"></span><div class="prompt">${esc(r.prompt)}</div><div class="first-block muted" hidden></div><div class="answer"></div><div class="cut" hidden>${esc(T.cut(r.max_tokens, scene))}</div></li>`);
         v.outputs.appendChild(li);
         o = { li, meta: li.querySelector(".meta"), first: li.querySelector(".first-block"), answer: li.querySelector(".answer"), cut: li.querySelector(".cut") };
         v.outs.set(r.id, o);

@@ -180,6 +180,33 @@ def test_one_client_address_has_a_limit_of_its_own(settings, no_engine):
     assert refused.json()["error"] == ko("Your network already has %(n)d demo runs going, the most it may have at once.", n=2)
 
 
+@pytest.mark.django_db
+def test_a_class_behind_one_address_is_bounded_by_the_class_limit_and_a_guest_keeps_a_share(settings, no_engine):
+    """A school room is one NAT address: the 4th learner of a class must not get "your network
+    has 3 runs" (issue #33). Class members count against the class limit; guests at the same
+    address still have their own small share, which the room's runs do not use up."""
+    from courseapp.instructor.models import Cohort, Membership
+    from tests.factories import LessonFactory, UserFactory
+
+    settings.DEMO_MAX_ACTIVE_RUNS, settings.DEMO_MAX_RUNS_PER_ADDRESS, settings.DEMO_MAX_RUNS_PER_CLASS_ADDRESS = 20, 2, 5
+    cohort = Cohort.objects.create(name="3학년 2반", lesson=LessonFactory())
+    members = []
+    for i in range(6):
+        user = UserFactory(username=f"pupil{i}")
+        Membership.objects.create(cohort=cohort, learner=Learner.objects.create(user=user))
+        member = Client()
+        member.force_login(user)
+        members.append(member)
+    assert [start(m).status_code for m in members[:5]] == [201] * 5  # more than the guests' 2
+    refused = start(members[5])
+    assert refused.status_code == 429  # the class limit still bounds the room
+    assert refused.json()["error"] == ko("Your network already has %(n)d demo runs going, the most it may have at once.", n=5)
+    assert [start(Client()).status_code for _ in range(3)] == [201, 201, 429]  # guests: their own 2
+    cohort.archived = True  # an archived class no longer widens anything
+    cohort.save()
+    assert start(Client()).status_code == 429
+
+
 @pytest.fixture
 def frames(monkeypatch):
     """Every frame each run publishes, by run id (tapped on its way to the channel layer)."""

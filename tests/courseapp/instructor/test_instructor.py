@@ -183,6 +183,10 @@ def test_an_instructor_opens_and_drives_the_class_demo_a_learner_may_not(small_c
     opened = login("teacher").post(reverse("demo:class-create"))
     run = DemoRun.objects.get()
     assert opened.status_code == 302 and run.is_class
+    # The class sees whose run it is (issue #33: every class run was titled "내 실험 / 내 엔진").
+    page = login("ana").get(reverse("demo:run", args=[run.pk])).content.decode()
+    assert "teacher 님의 수업 실험" in page and "내 실험" not in page
+    assert run.spec["lanes"][0]["label"] == "수업 엔진"
     from django.contrib.auth import get_user_model
 
     teacher = get_user_model().objects.get(username="teacher")
