@@ -41,6 +41,8 @@ class Membership(models.Model):
     cohort = models.ForeignKey(Cohort, on_delete=models.CASCADE, related_name="memberships")
     learner = models.ForeignKey("learners.Learner", on_delete=models.CASCADE, related_name="memberships")
     via = models.CharField(max_length=8, choices=Via.choices, default=Via.CODE)
+    # The name the instructor sees: a guest has no username ("guest #14" says nothing to a teacher).
+    display_name = models.CharField(_("name in this class"), max_length=40, blank=True)
     joined_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -49,6 +51,17 @@ class Membership(models.Model):
 
     def __str__(self):
         return f"{self.learner} in {self.cohort}"
+
+    @property
+    def name(self) -> str:
+        """What the instructor's pages call this learner: the name given on joining (with the
+        account's username beside it when it differs), else the username, else guest #id."""
+        learner = self.learner
+        if not self.display_name:
+            return str(learner)
+        if learner.user_id and learner.user.get_username() != self.display_name:
+            return f"{self.display_name} ({learner.user.get_username()})"
+        return self.display_name
 
 
 class Regrade(models.Model):

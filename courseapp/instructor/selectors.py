@@ -125,7 +125,7 @@ def _spread(question, responses: list[dict]) -> list[dict]:
 
 
 def _name(membership: Membership) -> str:
-    return str(membership.learner)
+    return membership.name
 
 
 def gradebook_rows(cohort: Cohort) -> list[list]:

@@ -27,8 +27,23 @@ def cohort_create(*, instructor, name: str, lesson) -> Cohort:
     return cohort
 
 
-def cohort_join(*, learner, code: str, via: str = Membership.Via.CODE) -> tuple[Cohort, bool]:
-    """(the class, whether this joined it just now). Codes are read case-insensitively."""
+MAX_MEMBER_NAME = 40
+
+
+def member_name(raw: str) -> str:
+    """A name a learner gives on joining, tidied; JoinRefused if it cannot be shown as typed."""
+    name = " ".join((raw or "").split())
+    if len(name) > MAX_MEMBER_NAME:
+        raise JoinRefused(_("A name may be at most %(n)d characters.") % {"n": MAX_MEMBER_NAME})
+    if any(ord(c) < 32 or ord(c) == 127 for c in name):  # invisible, and PostgreSQL cannot store a NUL
+        raise JoinRefused(_("A name cannot hold control characters."))
+    return name
+
+
+def cohort_join(*, learner, code: str, via: str = Membership.Via.CODE, display_name: str = "") -> tuple[Cohort, bool]:
+    """(the class, whether this joined it just now). Codes are read case-insensitively. A
+    `display_name` (already checked) names the learner to the instructor; joining again with
+    another name renames them."""
     code = "".join(code.split()).upper()
     cohort = Cohort.objects.filter(join_code=code).first()
     if cohort is None:
@@ -37,7 +52,10 @@ def cohort_join(*, learner, code: str, via: str = Membership.Via.CODE) -> tuple[
         raise JoinRefused(_("The class %(name)s is closed to new members.") % {"name": cohort.name})
     try:
         with transaction.atomic():
-            _membership, created = Membership.objects.get_or_create(cohort=cohort, learner=learner, defaults={"via": via})
+            membership, created = Membership.objects.get_or_create(
+                cohort=cohort, learner=learner, defaults={"via": via, "display_name": display_name})
+            if display_name and membership.display_name != display_name:
+                Membership.objects.filter(pk=membership.pk).update(display_name=display_name)
     except IntegrityError:  # joined at the same moment from another tab
         created = False
     return cohort, created

@@ -182,9 +182,15 @@ def join(request, code: str = ""):
             error, status = _("Too many tries. Wait a minute and try again."), 429
         else:
             try:
-                cohort, _joined = services.cohort_join(learner=learner_get(request, create=True), code=request.POST.get("code", ""))
+                name = services.member_name(request.POST.get("display_name", ""))
+                if not name and not request.user.is_authenticated:
+                    raise services.JoinRefused(_("Give the name your instructor will know you by."))
+                cohort, _joined = services.cohort_join(learner=learner_get(request, create=True),
+                                                       code=request.POST.get("code", ""), display_name=name)
             except services.JoinRefused as exc:
                 error, status = str(exc), 400
             else:
                 return render(request, "instructor/joined.html", {"cohort": cohort})
-    return render(request, "instructor/join.html", {"code": code or request.POST.get("code", ""), "error": error}, status=status)
+    return render(request, "instructor/join.html", {
+        "code": code or request.POST.get("code", ""), "display_name": request.POST.get("display_name", "")[:services.MAX_MEMBER_NAME],
+        "error": error}, status=status)

@@ -89,15 +89,23 @@ def test_joining_writes_only_on_post_and_names_a_wrong_code(small_class, client)
     cohort, *_ = small_class
     page = client.get(reverse("instructor:join-code", args=[cohort.join_code])).content.decode()
     assert f'value="{cohort.join_code}"' in page and Learner.objects.count() == 2
-    bad = client.post(reverse("instructor:join"), {"code": "NOPE1234"})
+    bad = client.post(reverse("instructor:join"), {"code": "NOPE1234", "display_name": "김하늘"})
     assert bad.status_code == 400 and "NOPE1234" in bad.content.decode()
-    joined = client.post(reverse("instructor:join"), {"code": cohort.join_code.lower()})
+    # A guest names themself: the instructor would otherwise see "guest #14" (issue #33).
+    nameless = client.post(reverse("instructor:join"), {"code": cohort.join_code})
+    assert nameless.status_code == 400 and cohort.memberships.count() == 2
+    for hostile in ("a\x00b", "x" * 41):
+        assert client.post(reverse("instructor:join"), {"code": cohort.join_code, "display_name": hostile}).status_code == 400
+    assert cohort.memberships.count() == 2
+    joined = client.post(reverse("instructor:join"), {"code": cohort.join_code.lower(), "display_name": "  김하늘 "})
     assert joined.status_code == 200 and cohort.name in joined.content.decode()
     assert cohort.memberships.count() == 3
-    client.post(reverse("instructor:join"), {"code": cohort.join_code})
+    client.post(reverse("instructor:join"), {"code": cohort.join_code, "display_name": "김하늘"})
     assert cohort.memberships.count() == 3, "joining twice is one membership"
+    dashboard = login("teacher").get(reverse("instructor:cohort", args=[cohort.pk])).content.decode()
+    assert "김하늘" in dashboard and "guest #" not in dashboard
     Cohort.objects.filter(pk=cohort.pk).update(archived=True)
-    assert Client().post(reverse("instructor:join"), {"code": cohort.join_code}).status_code == 400
+    assert Client().post(reverse("instructor:join"), {"code": cohort.join_code, "display_name": "x"}).status_code == 400
 
 
 def test_guessing_codes_is_limited_per_address(client, settings):
