@@ -96,7 +96,11 @@ def section_read(request, number, slug):
     lesson, section = outline.lesson, outline.section(slug)
     learner = learner_get(request, create=True)
     section_mark_read(learner=learner, section=section)
-    return render(request, "lessons/partials/read_mark.html", {"lesson": lesson, "section": section, "is_read": True})
+    # The page's "N read" line and the contents' ✓ change with it (out of band), not on reload.
+    read_count = sum(read for _, read in sections_with_read(learner=learner, lesson=lesson))
+    return render(request, "lessons/partials/read_mark.html", {
+        "lesson": lesson, "section": section, "is_read": True, "oob": True,
+        "position": section_position(sections=outline.sections, section=section, read=read_count)})
 
 
 def glossary(request, number):

@@ -223,4 +223,18 @@
     markScrollers(document);
   });
   document.addEventListener("htmx:afterSwap", function (event) { addCopyButtons(event.target); });
+  // A self-check submit disables its button while the answer is graded, and a disabled element
+  // drops keyboard focus to <body>: give it back once the button is enabled again (the feedback
+  // is announced by its live region), so Tab goes on from the question, not from the page top.
+  var submitted = null;
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    var form = event.target.closest && event.target.closest(".question form");
+    submitted = form && form.contains(document.activeElement) ? document.activeElement : null;
+  });
+  document.addEventListener("htmx:afterSettle", function () {
+    var el = submitted;
+    submitted = null;
+    if (!el || (document.activeElement && document.activeElement !== document.body)) return;
+    setTimeout(function () { if (!el.disabled && document.body.contains(el)) el.focus(); }, 0);
+  });
 })();

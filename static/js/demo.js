@@ -523,8 +523,15 @@
 
   // A finished run takes no more commands: its controls say so instead of doing nothing.
   function disableControls(off) {
-    root.querySelectorAll("[data-action=pause], [data-action=step], select[data-action=speed], [data-submit] textarea, [data-submit] input, [data-submit] button")
-      .forEach((el) => { if (el.disabled !== off) el.disabled = off; });
+    const els = [...root.querySelectorAll("[data-action=pause], [data-action=step], select[data-action=speed], [data-submit] textarea, [data-submit] input, [data-submit] button")];
+    const lost = off && els.includes(document.activeElement); // a disabled control drops focus to <body>
+    els.forEach((el) => { if (el.disabled !== off) el.disabled = off; });
+    if (lost) requestAnimationFrame(() => { // to what the run's end offers next: its summary, else the replay
+      const replayBtn = $("[data-action=replay]");
+      const target = !endEl.hidden ? endEl.querySelector("h2") : replayBtn && !replayBtn.disabled ? replayBtn : statusEl;
+      if (target === statusEl && !statusEl.hasAttribute("tabindex")) statusEl.tabIndex = -1;
+      target.focus();
+    });
   }
 
   // Blocks: one tab stop for the pool, arrow keys between blocks; focus or hover shows the details.

@@ -87,6 +87,29 @@ def test_ordering_question_with_the_keyboard_only(page, site):
     card(page, q).locator("button[type=submit]").focus()
     page.keyboard.press("Enter")
     expect(card(page, q).locator(".feedback")).to_have_attribute("data-verdict", "correct")
+    expect(card(page, q).locator("button[type=submit]")).to_be_focused()  # not dropped to <body>
+
+
+def test_after_the_key_is_shown_the_feedback_stops_asking_for_another_try(page, site):
+    """Two wrong tries reveal the key; "see §x and try again" beside it asked for a pointless
+    third try (issue #33). Keyboard only: focus stays on the submit button after each grading."""
+    q = Question.objects.filter(type="single").order_by("order").first()
+    section = next(s for s in q.lesson.sections.all() if q.anchor in s.anchors)
+    page.goto(f"{site}{section.get_absolute_url()}")
+    wrong = next(shown_id(q, "choice", c["id"]) for c in q.public["choices"] if c["id"] != q.key["answer"])
+    submit = card(page, q).locator("button[type=submit]")
+    feedback = card(page, q).locator(".feedback")
+    for attempt in (1, 2):
+        card(page, q).locator(f"input[value='{wrong}']").check()
+        submit.focus()
+        page.keyboard.press("Enter")
+        expect(feedback).to_have_attribute("data-verdict", "wrong")
+        expect(submit).to_be_focused()
+        if attempt == 1:
+            expect(feedback).to_contain_text("다시 풀어")
+            expect(feedback.locator(".reveal")).to_have_count(0)
+    expect(feedback.locator(".reveal")).to_have_count(1)
+    expect(feedback).not_to_contain_text("다시 풀어")
 
 
 @pytest.mark.parametrize("qtype,typed,message", [
@@ -150,8 +173,12 @@ def test_calculator_reproduces_the_seeds_figures(page, site, pool, reserved_max,
 
 def test_reaching_the_end_marks_the_section_read(page, site):
     page.goto(f"{site}/lessons/21/s0/")
+    expect(page.get_by_test_id("section-progress")).to_contain_text("0개 읽음")
     page.locator("#read-mark").scroll_into_view_if_needed()
     expect(page.locator("#read-mark")).to_have_attribute("data-read", "true", timeout=5000)
+    # The page's count and the contents' ✓ follow at once, not after a reload (issue #33).
+    expect(page.get_by_test_id("section-progress")).to_contain_text("1개 읽음")
+    expect(page.locator(".toc li[data-section=s0] .read-mark")).to_contain_text("✓")
     page.goto(f"{site}/lessons/21/")
     expect(page.locator(".toc li[data-section=s0]")).to_have_attribute("data-read", "true")
 
