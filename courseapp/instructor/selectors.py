@@ -3,11 +3,15 @@ attempts. Every read is scoped: an instructor reaches only classes they teach, a
 only through a class they belong to."""
 from dataclasses import dataclass
 
+from django.utils.html import strip_tags
+
 from courseapp.chart_frame import ChartFrame
 from courseapp.instructor.models import Cohort, Membership
 from courseapp.learners.selectors import scores_by_learner
 from courseapp.lessons.outline import outline_for
+from courseapp.lessons.rendering import markdown_inline
 from courseapp.quizzes.models import Attempt
+from courseapp.quizzes.selectors import anchor_label
 
 BASES = ("latest", "first")  # which attempt at each question counts: the most recent, or the first try
 
@@ -107,6 +111,23 @@ def item_analysis(cohort: Cohort, basis: str = "first") -> list[dict]:
                      "point_biserial": stats.point_biserial, "flags": stats.flags,
                      "options": _spread(question, [mine[question.pk].response for mine in attempts.values() if question.pk in mine])})
     return rows
+
+
+@dataclass(frozen=True, slots=True)
+class QuestionName:
+    prompt: str  # the question's words, as plain text
+    section: str  # "§3.3", as the feedback cites it
+    url: str  # its card on the page that carries it
+
+
+def question_names(lesson) -> dict[int, QuestionName]:
+    """What an instructor's pages call each question of the lesson: its words and section, not
+    the slug a content author gave it."""
+    outline = outline_for(lesson)
+    pages = outline.anchor_pages
+    return {q.pk: QuestionName(prompt=strip_tags(markdown_inline(q.prompt)).strip(), section=anchor_label(q.anchor),
+                               url=f"{pages.get(q.anchor) or lesson.get_absolute_url()}#q-{q.slug}")
+            for q in outline.questions}
 
 
 def _spread(question, responses: list[dict]) -> list[dict]:

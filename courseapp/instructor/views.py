@@ -135,10 +135,15 @@ def cohort_items(request, cohort_id):
             kept = services.item_analysis_refresh(cohort_id=cohort.pk, basis=basis)
         if request.method == "POST":
             return redirect(f"{reverse('instructor:items', args=[cohort.pk])}?basis={basis}")
-    for row in (kept or {}).get("rows", []):
+    rows = (kept or {}).get("rows", [])
+    named = selectors.question_names(cohort.lesson)
+    for row in rows:
         row["flag_labels"] = [FLAGS[flag] for flag in row["flags"]]
-    return render(request, "instructor/items.html", {"cohort": cohort, "basis": basis, "analysis": kept,
-                                                     "computed_at": parse_datetime(kept["computed_at"]) if kept else None})
+        row["name"] = named.get(row["question_id"])
+    return render(request, "instructor/items.html", {
+        "cohort": cohort, "basis": basis, "analysis": kept,
+        "answered": [row for row in rows if row["n"]], "unanswered": [row for row in rows if not row["n"]],
+        "computed_at": parse_datetime(kept["computed_at"]) if kept else None})
 
 
 @instructor_required
@@ -147,13 +152,14 @@ def cohort_regrades(request, cohort_id):
     """Every question whose key (as it is now) would change some of this class's scores, and the
     record of regrades done."""
     cohort = cohort_or_404(request, cohort_id)
-    pending = []
+    pending, names = [], selectors.question_names(cohort.lesson)
     for question in outline_for(cohort.lesson).questions:
         changes = services.regrade_plan(cohort=cohort, question=question)
         if changes:
-            pending.append((question, len(changes)))
+            pending.append((question, len(changes), names.get(question.pk)))
     return render(request, "instructor/regrades.html", {
-        "cohort": cohort, "pending": pending, "done": cohort.regrades.select_related("question", "by").prefetch_related("changes")[:50]})
+        "cohort": cohort, "pending": pending,
+        "done": cohort.regrades.select_related("question", "by").prefetch_related("changes")[:50]})
 
 
 @instructor_required

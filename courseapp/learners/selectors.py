@@ -103,24 +103,33 @@ def resume_section(*, learner: Learner | None, lesson):
 
 @dataclass(frozen=True, slots=True)
 class AnsweredQuestion:
-    attempt: object
+    attempt: object  # the latest answer to it
     prompt: str  # the question's words, as plain text
     url: str  # its card on the page that carries it
+    tries: int  # answers to it in all
 
 
 def recent_attempts(*, learner: Learner | None, limit: int = 50) -> list[AnsweredQuestion]:
-    """The learner's latest answers, newest first, each with the question's text and a link to
-    its card (not the slug a learner never sees)."""
+    """The questions the learner answered, most recently answered first, one row each: its
+    latest answer and how many tries it took, with the question's text and a link to its card
+    (not the slug a learner never sees). One pass through the lesson is ~80 answers to ~40
+    questions; a row per answer buried the latest score under the earlier tries."""
     if learner is None:
         return []
-    attempts = list(Attempt.objects.filter(learner=learner).select_related("question__lesson").order_by("-created_at", "-pk")[:limit])
+    attempts = Attempt.objects.filter(learner=learner).select_related("question__lesson").order_by("-created_at", "-pk")
+    latest, tries = {}, {}
+    for a in attempts.iterator():
+        tries[a.question_id] = tries.get(a.question_id, 0) + 1
+        if a.question_id not in latest and len(latest) < limit:
+            latest[a.question_id] = a
     out, pages = [], {}
-    for a in attempts:
+    for a in latest.values():
         q = a.question
         if q.lesson_id not in pages:
             pages[q.lesson_id] = outline_for(q.lesson).anchor_pages
         page = pages[q.lesson_id].get(q.anchor) or q.lesson.get_absolute_url()
-        out.append(AnsweredQuestion(attempt=a, prompt=strip_tags(markdown_inline(q.prompt)).strip(), url=f"{page}#q-{q.slug}"))
+        out.append(AnsweredQuestion(attempt=a, prompt=strip_tags(markdown_inline(q.prompt)).strip(), url=f"{page}#q-{q.slug}",
+                                    tries=tries[a.question_id]))
     return out
 
 

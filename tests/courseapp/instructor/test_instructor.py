@@ -166,6 +166,9 @@ def test_regrade_dry_run_changes_nothing_and_apply_changes_exactly_the_affected_
     before = dict(Attempt.objects.values_list("pk", "score"))
 
     client = login("teacher")
+    listing = client.get(reverse("instructor:regrades", args=[cohort.pk])).content.decode()
+    # An instructor made by create_instructor cannot open the admin: the page must not send them there (issue #33).
+    assert "/admin/" not in listing and "admin" not in listing.split("<h2>")[0].split("<h1>")[1]
     dry = client.get(reverse("instructor:regrade", args=[cohort.pk, "q1"])).content.decode()
     assert dict(Attempt.objects.values_list("pk", "score")) == before, "a dry run writes nothing"
     assert "ana" in dry and "ben" in dry

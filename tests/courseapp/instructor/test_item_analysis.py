@@ -14,6 +14,7 @@ scores 2.9 2.6 1.3 1.0 against 0 0 1 1 → r = −1.6 / √2.65 = −0.9829. q1:
 import math
 
 import pytest
+from bs4 import BeautifulSoup
 from django.urls import reverse
 
 from courseapp.instructor import selectors, services
@@ -86,6 +87,18 @@ def test_the_class_page_computes_them_from_first_attempts_with_the_options_chose
     client.force_login(teacher)
     page = client.get(reverse("instructor:items", args=[cohort.pk])).content.decode()
     assert 'data-question="q3"' in page and "-1.00" in page
+    # Questions by their words and section, not slugs; the unanswered ones apart (issue #33).
+    soup = BeautifulSoup(page, "html.parser")
+    head = soup.select_one('table.items tr[data-question="q3"] th')
+    assert questions["q3"].prompt.split()[0] in head.get_text() and "§" in head.get_text() and "§s" not in head.get_text()
+    assert head.find("a")["href"].endswith("#q-q3")
+    assert not soup.select("details.unanswered")  # everyone answered everything
+    unanswered = make_question(objective=objective, data={"id": "q9", "type": "single", "choices": CHOICES, "answer": "a"})
+    client.post(reverse("instructor:items", args=[cohort.pk]))
+    soup = BeautifulSoup(client.get(reverse("instructor:items", args=[cohort.pk])).content, "html.parser")
+    assert not soup.select('table.items tr[data-question="q9"]')
+    assert soup.select_one("details.unanswered")["data-unanswered"] == "1"
+    assert soup.select_one('details.unanswered li[data-question="q9"]') and unanswered.slug == "q9"
     kept = services.item_analysis_kept(cohort_id=cohort.pk, basis="first")
     again = client.post(reverse("instructor:items", args=[cohort.pk]))
     assert again.status_code == 302 and services.item_analysis_kept(cohort_id=cohort.pk, basis="first")["computed_at"] >= kept["computed_at"]

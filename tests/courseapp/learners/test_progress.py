@@ -129,6 +129,23 @@ def test_history_is_kept_not_overwritten(client):
 
 
 @pytest.mark.django_db
+def test_progress_shows_one_row_per_question_with_its_latest_score_and_tries(client):
+    """One pass is ~80 answers to ~40 questions: a row per answer buried the latest score
+    (issue #33). The newest-answered question comes first."""
+    first, second = Question.objects.filter(type="single").order_by("order")[:2]
+    answer(client, first, right=False, nonce="t1")
+    answer(client, first, right=False, nonce="t2")
+    answer(client, second, right=False, nonce="t3")
+    answer(client, first, right=True, nonce="t4")
+    page = BeautifulSoup(client.get(reverse("progress")).content, "html.parser")
+    rows = page.select(".history tbody tr")
+    assert [r["data-question"] for r in rows] == [first.slug, second.slug]
+    cells = [td.get_text(strip=True) for td in rows[0].find_all("td")]
+    assert cells[2:] == ["100%", "3"]
+    assert [td.get_text(strip=True) for td in rows[1].find_all("td")][2:] == ["0%", "1"]
+
+
+@pytest.mark.django_db
 def test_logging_in_keeps_what_the_guest_did(client):
     user = UserFactory(username="mina")
     q = Question.objects.filter(type="single").first()
