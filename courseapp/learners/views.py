@@ -8,7 +8,7 @@ from django.views.decorators.http import require_http_methods
 from django_ratelimit.core import is_ratelimited
 
 from courseapp.learners import login_throttle
-from courseapp.learners.forms import SignupForm
+from courseapp.learners.forms import LoginForm, SignupForm
 from courseapp.learners.order_seed import request_seed
 from courseapp.learners.selectors import (
     guest_work,
@@ -35,6 +35,8 @@ def describe_errors(form):
 class GuestKeepingLoginView(LoginView):
     """Django's login, plus: what the learner did as a guest carries into the account; an address
     with too many failed logins is told so before anything is checked (login_throttle.py)."""
+
+    form_class = LoginForm
 
     def post(self, request, *args, **kwargs):
         wait = login_throttle.throttled(request)

@@ -44,7 +44,6 @@ MIDDLEWARE = [
     "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
-    "courseapp.middleware.KoreanByDefaultMiddleware",
     "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -125,8 +124,8 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "home"
 
-# The lesson is Korean; the UI chrome is translatable. The browser's Accept-Language is
-# ignored so a learner with an English browser still starts in Korean; `set_language` switches.
+# The lesson is Korean; the UI chrome is translatable. The UI follows the browser's
+# Accept-Language, Korean when it asks for neither; `set_language` (a cookie) overrides it.
 LANGUAGE_CODE = "ko"
 LANGUAGES = [("ko", _("Korean")), ("en", _("English"))]
 LOCALE_PATHS = [BASE_DIR / "locale"]

@@ -1,13 +1,29 @@
-"""Korean UI by default, English through set_language; the lesson text stays Korean."""
+"""The UI follows the browser's language (Korean when it asks for neither), set_language
+overrides it; the lesson text stays Korean."""
 import pytest
 from django.urls import reverse
 
 
 @pytest.mark.django_db
-def test_korean_by_default_even_for_an_english_browser(client):
-    html = client.get(reverse("lessons:lesson", args=[21]), HTTP_ACCEPT_LANGUAGE="en-US,en;q=0.9").content.decode()
-    assert '<html lang="ko">' in html
-    assert "용어집" in html  # "Glossary" in the Korean UI
+@pytest.mark.parametrize("accept,lang,word", [
+    ("en-US,en;q=0.9", "en", "Glossary"),  # an English browser gets the English UI first (issue #33)
+    ("ko-KR,ko;q=0.9,en-US;q=0.8,en;q=0.7", "ko", "용어집"),
+    ("fr-FR,fr;q=0.9", "ko", "용어집"),  # neither: the course's language
+    (None, "ko", "용어집"),
+])
+def test_the_ui_language_follows_the_browser_and_defaults_to_korean(client, accept, lang, word):
+    headers = {"HTTP_ACCEPT_LANGUAGE": accept} if accept else {}
+    response = client.get(reverse("lessons:lesson", args=[21]), **headers)
+    html = response.content.decode()
+    assert f'<html lang="{lang}">' in html and word in html
+    assert "Accept-Language" in response.get("Vary", "")  # a shared cache keeps the two apart
+
+
+@pytest.mark.django_db
+def test_a_chosen_language_beats_the_browsers(client):
+    url = reverse("lessons:lesson", args=[21])
+    client.post(reverse("set_language"), {"language": "ko", "next": url})
+    assert '<html lang="ko">' in client.get(url, HTTP_ACCEPT_LANGUAGE="en-US,en;q=0.9").content.decode()
 
 
 @pytest.mark.django_db

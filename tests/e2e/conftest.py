@@ -29,8 +29,27 @@ def browser():
 
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield browser
+        yield KoreanBrowser(browser)
         browser.close()
+
+
+class KoreanBrowser:
+    """The browser as a Korean learner's: its contexts announce ko-KR unless a test names another
+    locale (the site follows Accept-Language; headless Chromium would announce en-US)."""
+
+    def __init__(self, browser):
+        self._browser = browser
+
+    def new_context(self, **kwargs):
+        kwargs.setdefault("locale", "ko-KR")
+        return self._browser.new_context(**kwargs)
+
+    def new_page(self, **kwargs):
+        kwargs.setdefault("locale", "ko-KR")
+        return self._browser.new_page(**kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._browser, name)
 
 
 @pytest.fixture
@@ -41,7 +60,7 @@ def site(live_server, transactional_db):
 
 @pytest.fixture
 def page(browser, site):
-    context = browser.new_context(viewport={"width": 1280, "height": 900}, locale="en-US")
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
     page.set_default_timeout(10_000)
     yield page

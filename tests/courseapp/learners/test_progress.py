@@ -205,7 +205,9 @@ def test_a_wrong_password_is_said_at_the_top_of_the_login_form(client):
     UserFactory(username="mina")
     response = client.post(reverse("login"), {"username": "mina", "password": "wrong"})
     page = BeautifulSoup(response.content, "html.parser")
-    assert page.select_one(".auth-form .form-errors[role=alert]").get_text(strip=True)
+    said = page.select_one(".auth-form .form-errors[role=alert]").get_text(strip=True)
+    # Django's own Korean reads "올바른 사용자 이름와/과 비밀번호" (issue #33).
+    assert "사용자 이름 또는 비밀번호가 틀렸습니다" in said and "와/과" not in said
 
 
 @pytest.mark.django_db
