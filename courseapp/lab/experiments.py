@@ -108,7 +108,13 @@ class Measured:
 class Progress:
     done: int = 0
     total: int = 0
-    message: str = ""
+    message: str = ""  # an English msgid with %(name)s params, translated where it is shown
+    params: dict = field(default_factory=dict)
+
+
+def gettext_noop(message: str) -> str:
+    """Marks a msgid for makemessages (no Django here); translated where it is shown."""
+    return message
 
 
 @dataclass
@@ -124,9 +130,11 @@ class Lab:
     def say(self, line: str) -> None:
         self.script.append(line)
 
-    def _advance(self, message: str, by: int = 1) -> None:
+    def _advance(self, message: str, by: int = 1, **params) -> None:
+        """`message`: an English msgid (gettext_noop) with %(name)s `params`, translated where it
+        is shown (LabRun.progress_text): the page in its reader's language, the terminal in Korean."""
         self.progress.done += by
-        self.progress.message = message
+        self.progress.message, self.progress.params = message, params
         if self.on_progress:
             self.on_progress(self.progress)
 
@@ -202,12 +210,12 @@ class Lab:
                      + ("  ignore_eos" if s.ignore_eos else ""))
             warm = await self._ask(api, "warm-up", user, t0)
             self.say(f"[0] warm-up: {warm.completion_tokens} tokens in {warm.elapsed:.2f} s (discarded)")
-            self._advance("워밍업 1회 (버림)")
+            self._advance(gettext_noop("warm-up, 1 request (discarded)"))
 
             one = await self._ask(api, "1", user, t0)
             self.say(f"[1] alone: ttft {_s(one.ttft)}, {one.completion_tokens} tokens in {one.elapsed:.2f} s "
                      f"→ {one.tokens_per_s:.1f} tok/s")
-            self._advance("실험 1: 요청 1건")
+            self._advance(gettext_noop("experiment 1: one request"))
 
             window = [time.time()]
             before = await self._scrape(http)
@@ -271,7 +279,7 @@ class Lab:
 
         async def one(i: int) -> Measured:
             measured = await self._ask(api, str(i + 1), user, t0)
-            self._advance(f"실험 2: 동시 {s.concurrency}건 중 {i + 1}번 끝")
+            self._advance(gettext_noop("experiment 2: %(i)d of %(n)d at once done"), i=i + 1, n=s.concurrency)
             return measured
 
         start = time.perf_counter()
@@ -297,7 +305,7 @@ class Lab:
             levels.append({"concurrency": n, "per_request_tokens_per_s": per,
                            "server_tokens_per_s": total / span if span else 0.0, "span_s": span})
             self.say(f"[sweep] {n} at once: {per:.1f} tok/s per request, {levels[-1]['server_tokens_per_s']:.1f} tok/s in all")
-            self._advance(f"동시 요청 수 {n}")
+            self._advance(gettext_noop("%(n)d requests at once"), n=n)
         return levels
 
     async def _batching(self, user, t0) -> dict:
@@ -325,7 +333,8 @@ class Lab:
             r = result[mode]
             self.say(f"[7] {mode}: {total} tokens / {span:.2f} s = {r['server_tokens_per_s']:.1f} tok/s; "
                      f"mean latency {r['mean_latency_s']:.2f} s, short answers {r['short_mean_latency_s']:.2f} s")
-            self._advance(f"실험 7: {'연속' if mode == 'continuous' else '정적'} 배칭")
+            self._advance(gettext_noop("experiment 7: continuous batching") if mode == "continuous"
+                          else gettext_noop("experiment 7: static batching"))
         return result
 
     async def _shared_prefix(self, api, t0) -> dict:
@@ -337,7 +346,7 @@ class Lab:
         for i in range(2):
             messages = shared_prefix_messages(tag)
             same.append(await self._ask(api, f"same-{i + 1}", messages, t0))
-            self._advance(f"실험 3: 같은 시스템 프롬프트 {i + 1}/2")
+            self._advance(gettext_noop("experiment 3: the same system prompt, %(i)d/2"), i=i + 1)
         for i in range(2):
             while (now := datetime.now()).replace(microsecond=0) == last_second:  # a new second, a new prefix
                 await asyncio.sleep(0.05)
@@ -345,7 +354,7 @@ class Lab:
             stamp = f"현재 시각: {last_second:%Y-%m-%d %H:%M:%S}\n"
             messages = shared_prefix_messages(tag, stamp)
             stamped.append(await self._ask(api, f"time-{i + 1}", messages, t0))
-            self._advance(f"실험 3: 맨 앞에 현재 시각 {i + 1}/2")
+            self._advance(gettext_noop("experiment 3: the current time at the front, %(i)d/2"), i=i + 1)
         for kind, pair in (("same", same), ("time", stamped)):
             for m in pair:
                 self.say(f"[3] {m.label}: prompt {m.prompt_tokens} tokens, cached {m.cached_tokens}, ttft {_s(m.ttft)}")

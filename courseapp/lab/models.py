@@ -2,7 +2,7 @@
 import uuid
 
 from django.db import models
-from django.utils.translation import gettext_lazy as _
+from django.utils.translation import gettext, gettext_lazy as _
 
 
 class LabRun(models.Model):
@@ -18,7 +18,7 @@ class LabRun(models.Model):
     learner = models.ForeignKey("learners.Learner", on_delete=models.CASCADE, related_name="lab_runs")
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED, db_index=True)
     knobs = models.JSONField()  # the engine's configuration for this run (services.KNOBS)
-    progress = models.JSONField(default=dict)  # {done, total, message}
+    progress = models.JSONField(default=dict)  # {done, total, message (an English msgid), params}
     report = models.JSONField(null=True, blank=True)  # experiments.run's result
     error = models.TextField(blank=True)
     script = models.JSONField(default=list)  # the script's output so far, kept when it fails
@@ -27,6 +27,12 @@ class LabRun(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     beat_at = models.DateTimeField(null=True, blank=True)  # its thread was alive then
     client_addr = models.GenericIPAddressField(null=True, blank=True)  # who started it (per-address limit)
+
+    @property
+    def progress_text(self) -> str:
+        """What the run is doing now, in the reader's language ("" before it starts)."""
+        message, params = self.progress.get("message") or "", self.progress.get("params") or {}
+        return (gettext(message) % params if params else gettext(message)) if message else ""
 
     class Meta:
         ordering = ["-created_at"]

@@ -103,7 +103,7 @@ def _measure(run: LabRun, stop_beating: threading.Event) -> None:
             batching_urls={mode: base + t for mode, t in batching.items()})
 
         def progress(p: experiments.Progress) -> None:
-            latest["progress"] = {"done": p.done, "total": p.total, "message": p.message}
+            latest["progress"] = {"done": p.done, "total": p.total, "message": p.message, "params": p.params}
 
         try:
             report = experiments.run(lab, read_logs=engine.log_lines, on_progress=progress)

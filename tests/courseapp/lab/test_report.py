@@ -98,6 +98,24 @@ def test_the_reading_lines_follow_the_interface_language(sample_report):
     assert _row(sample_report, "2")["reading"].startswith("§3.3의 예측")
 
 
+def test_the_whole_report_follows_the_interface_language_and_the_terminal_stays_korean(sample_report):
+    """An English reader got every row, column and the series in Korean (issue #33); the
+    terminal's and a CSV's report stays §6's Korean unless another language is active."""
+    from django.utils import translation
+
+    with translation.override("en"):
+        rows = {row["id"]: row for row in report.rows(sample_report)}
+        assert rows["1"]["experiment"] == "1. One request" and "one warm-up request discarded" in rows["1"]["condition"]
+        assert rows["2"]["output"].startswith("(all 8 gave the same output)")
+        assert rows["3s"]["measure"].startswith("TTFT #1 200 ms (0 tokens cached)")
+        assert rows["5"]["measure"] == "3 → 5: 2 preemptions"
+        assert rows["4"]["output"].startswith("Time | Running | Waiting | KV usage")
+        assert next(csv.reader(io.StringIO(report.as_csv(sample_report)))) == ["Experiment", "Condition", "Measured", "Raw output"]
+        every = " ".join(f"{r['experiment']} {r['condition']} {r['measure']}" for r in rows.values())
+        assert not any("\uac00" <= ch <= "\ud7a3" for ch in every), every
+    assert "측정값" in report.as_text(sample_report) and report.columns() == ("실험", "조건", "측정값", "출력 원문")
+
+
 def _with_sweep(rep, servers=(160.0, 290.0, 520.0, 900.0, 1100.0), pers=(160.0, 150.0, 140.0, 120.0, 70.0)):
     rep["sweep"] = [{"concurrency": n, "server_tokens_per_s": s, "per_request_tokens_per_s": p, "span_s": 1.0}
                     for n, s, p in zip((1, 2, 4, 8, 16), servers, pers)]

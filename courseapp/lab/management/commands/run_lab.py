@@ -7,6 +7,8 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
+from django.utils.translation import gettext
+
 from courseapp.lab import experiments, report
 
 
@@ -39,7 +41,7 @@ class Command(BaseCommand):
         read_logs = _log_file_reader(o["log_file"]) if o["log_file"] else None
 
         def progress(p):
-            self.stderr.write(f"  [{p.done}/{p.total}] {p.message}")
+            self.stderr.write(f"  [{p.done}/{p.total}] {gettext(p.message) % p.params if p.params else gettext(p.message)}")
 
         try:
             result = experiments.run(settings, read_logs=read_logs, on_progress=progress)
