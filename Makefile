@@ -29,7 +29,7 @@ static: .staticfiles/staticfiles.json
 
 # DEBUG is off unless DEBUG=1 (then tracebacks show and edits in static/ apply without a restart).
 run: content static
-	@echo "Serving http://127.0.0.1:$(PORT)/ (Ctrl-C stops)"
+	@echo "Starting http://127.0.0.1:$(PORT)/ — open it once Daphne says \"Listening on TCP address\" (Ctrl-C stops)"
 	PORT=$(PORT) $(BIN)/daphne -b 127.0.0.1 -p $(PORT) courseapp.asgi:application
 
 # The whole suite on SQLite (scaled mode on Redis included), then the app again on PostgreSQL (the

@@ -28,6 +28,12 @@ if settings.HTTP_WORKERS:
     workers = WorkerPool(workers=settings.HTTP_WORKERS, paths=settings.HTTP_WORKER_PATHS,
                          settings_module=os.environ["DJANGO_SETTINGS_MODULE"], databases=settings.DATABASES)
 
+# The pages this process answers itself (the workers warm their own): served once before Daphne
+# listens, so the first learner's /demo/ does not wait for a cold process.
+from courseapp.warm import warm  # noqa: E402
+
+warm(django_wsgi_app, settings.HTTP_LOCAL_WARM_PATHS)
+
 application = ProtocolTypeRouter(
     {
         "http": ServingApp(WsgiOnThreads(django_wsgi_app, threads=settings.HTTP_THREADS, workers=workers)),

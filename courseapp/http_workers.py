@@ -112,8 +112,13 @@ def _answer_requests(channel: socket.socket, serve) -> None:
 
 
 def _worker_main(channel: socket.socket, settings_module: str, databases: dict) -> None:
-    """A worker: load Django, then answer requests until the server goes away."""
+    """A worker: load Django and warm it up, then answer requests until the server goes away."""
     _worker_init(settings_module, databases)
+    from django.conf import settings
+
+    from courseapp.warm import warm
+
+    warm(_wsgi_app, settings.HTTP_WARM_PATHS)
     _answer_requests(channel, _serve)
 
 

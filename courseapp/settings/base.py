@@ -168,6 +168,10 @@ HTTP_THREADS = int(os.environ.get("HTTP_THREADS", "2"))
 _CORES = os.cpu_count() or 1
 HTTP_WORKERS = int(os.environ.get("HTTP_WORKERS", _CORES if _CORES > 1 else 0))
 HTTP_WORKER_PATHS = r"^/(?:$|lessons/|questions/|progress/|api/)"
+# Pages each worker serves once, answers dropped, before it takes requests: the first learner's
+# page does not pay for a cold worker (templates, URL resolvers, the lesson's outline).
+HTTP_WARM_PATHS = ("/", "/lessons/21/", "/lessons/21/s2/")
+HTTP_LOCAL_WARM_PATHS = ("/demo/", "/lab/")  # the same for the ASGI process's own pages (courseapp/asgi.py)
 # One process by default: a local-memory cache big enough for a class's sessions and rendered
 # sections (Redis replaces it when scaled, below).
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "OPTIONS": {"MAX_ENTRIES": 20000}}}

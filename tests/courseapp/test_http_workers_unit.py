@@ -94,3 +94,4 @@ def test_a_get_whose_worker_died_is_asked_again(tmp_path):
     finally:
         pool.close()
     assert begun(log) == ["GET /hang", "GET /hang"]
+
