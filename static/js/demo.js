@@ -198,12 +198,13 @@
     ["tok-s", T.tokS], ["req-tok-s", T.reqTokS], ["steps", T.steps], ["peak-running", T.peak], ["tokens", T.generated]];
   const views = new Map(); // lane name → its elements and what they show
 
-  // Shown once above the lanes: how to read the pool and the cards.
-  const guide = make(`<div class="demo-guide">
-    <div class="pool-legend"><h2>${T.legendTitle}</h2><ul>${T.legend.map(([cls, sym, text]) =>
+  // Shown once above the lanes, folded (one line): how to read the pool and the cards. Open, it
+  // pushed the engine itself below the first screen (issue #33).
+  const guide = make(`<details class="demo-guide"><summary>${T.legendTitle}</summary>
+    <div class="pool-legend"><ul>${T.legend.map(([cls, sym, text]) =>
       `<li><span class="lg-key ${cls}" aria-hidden="true">${sym}</span>${text}</li>`).join("")}</ul></div>
-    <details class="stat-guide"><summary>${T.guideTitle}</summary><dl>${CARDS.map(([m, label]) =>
-      `<div><dt>${label}</dt><dd>${T.guide[m]}</dd></div>`).join("")}</dl></details></div>`);
+    <h2 class="stat-guide-h">${T.guideTitle}</h2><dl class="stat-guide">${CARDS.map(([m, label]) =>
+      `<div><dt>${label}</dt><dd>${T.guide[m]}</dd></div>`).join("")}</dl></details>`);
   const endEl = make(`<section class="scene-summary" data-scene-summary hidden aria-labelledby="scene-summary-h"><h2 id="scene-summary-h" tabindex="-1">${T.endTitle}</h2><div data-points></div><ul data-lines></ul></section>`);
   lanesEl.before(endEl, guide);
 
@@ -259,12 +260,12 @@
     const id = `lane-${lane.name.replace(/[^\w-]/g, "")}`;
     const el = make(`<section class="lane" id="${id}" data-lane="${esc(lane.name)}" aria-labelledby="${id}-h">
       <h2 id="${id}-h">${esc(lane.label)}</h2>
-      <div class="stat-cards">${CARDS.map(([m, label]) => `<div class="stat" data-metric="${m}" data-value="0" title="${esc(T.guide[m])}"><span class="stat-label">${label}</span><span class="stat-value">0</span><small></small></div>`).join("")}</div>
       <div class="queues">${["waiting", "running", "swapped"].map((q) => `<div data-queue="${q}"><span class="q-label">${T[q]}</span><span class="q-chips"></span></div>`).join("")}</div>
       <h3 id="${id}-pool">${T.pool} <small>(${lane.num_blocks} × ${lane.block_size} ${T.tokens})</small></h3>
-      <p class="muted pool-keys" id="${id}-keys">${T.poolKeys}</p>
       <div class="pool" role="group" aria-labelledby="${id}-pool" aria-describedby="${id}-keys" style="--cols:${Math.min(32, Math.ceil(Math.sqrt(lane.num_blocks * 2)))}"></div>
       <p class="block-detail muted" aria-hidden="true"></p>
+      <p class="muted pool-keys" id="${id}-keys">${T.poolKeys}</p>
+      <div class="stat-cards">${CARDS.map(([m, label]) => `<div class="stat" data-metric="${m}" data-value="0" title="${esc(T.guide[m])}"><span class="stat-label">${label}</span><span class="stat-value">0</span><small></small></div>`).join("")}</div>
       <div class="pool-table-wrap" hidden><table class="pool-table"><caption>${T.pool}</caption><thead><tr><th scope="col">${T.block}</th><th scope="col">${T.owner}</th><th scope="col">${T.ref}</th><th scope="col">${T.filled}</th><th scope="col">${T.tokens}</th></tr></thead><tbody></tbody></table></div>
       <h3 id="${id}-maps">${T.tables}</h3><ul class="block-tables" tabindex="0" aria-labelledby="${id}-h ${id}-maps"></ul>
       <h3 id="${id}-tl">${T.timeline}</h3>

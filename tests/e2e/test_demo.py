@@ -8,6 +8,7 @@ import pytest
 from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import expect
 
+from courseapp.demo import presets
 from tests.e2e.conftest import log_in
 
 pytestmark = pytest.mark.e2e
@@ -335,4 +336,41 @@ def test_on_a_phone_a_two_lane_scene_shows_one_lane_at_a_time_with_tabs(browser,
     expect(lanes.nth(0)).to_be_visible()
     expect(lanes.nth(1)).to_be_visible()
     expect(page.locator(".lane-tabs")).to_be_hidden()
+    context.close()
+
+
+@pytest.mark.parametrize("width,height", [(1280, 800), (390, 844)])
+def test_the_engine_is_on_the_first_screen_of_every_scene(browser, asgi_site, width, height):
+    """A learner opening a scene sees the engine, not only text: the block pool's first row is
+    inside the first viewport (it began ~1,100 px down, issue #33), and the instructions name the
+    engines rather than "left" and "right" (a phone shows tabs)."""
+    context = browser.new_context(viewport={"width": width, "height": height}, has_touch=width < 500)
+    page = context.new_page()
+    page.set_default_timeout(60_000)
+    for name in presets.PRESETS:
+        page.goto(f"{asgi_site}/demo/?preset={name}&paused=1")
+        expect(page.locator("#demo")).to_have_attribute("data-state", "paused", timeout=60_000)
+        pool = page.locator("section.lane:visible .pool").first
+        top = pool.evaluate("(el) => el.getBoundingClientRect().top")
+        first_row = pool.locator(".block").first.evaluate("(el) => el.getBoundingClientRect().bottom")
+        assert first_row <= height, (name, top, first_row, page.evaluate("""() => [...document.querySelectorAll("body > *, main > *, #demo > *, .lane > *")].slice(0, 30).map(e => [e.tagName + "." + e.className, Math.round(e.getBoundingClientRect().top), Math.round(e.getBoundingClientRect().height)])"""))
+        summary = page.locator(".demo-head").inner_text()
+        assert "왼쪽" not in summary and "오른쪽" not in summary, (name, summary)
+    context.close()
+
+
+def test_focus_moves_to_the_summary_when_a_scene_ends_under_the_keyboard(browser, asgi_site):
+    """The controls are disabled when a scene ends; the button that had focus dropped it to
+    <body> (issue #33). It goes to the summary of what the scene showed."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(60_000)
+    page.goto(f"{asgi_site}/demo/?preset=concurrency&paused=1")
+    demo = page.locator("#demo")
+    expect(demo).to_have_attribute("data-state", "paused", timeout=60_000)
+    pause = page.locator("[data-action=pause]")
+    pause.focus()
+    page.keyboard.press("Enter")  # resume, focus staying on the button
+    expect(demo).to_have_attribute("data-state", "finished", timeout=120_000)
+    expect(page.locator("#scene-summary-h")).to_be_focused()
     context.close()
