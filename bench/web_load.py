@@ -95,16 +95,70 @@ def _answer(card_type: str, body: str, rng: random.Random) -> dict | None:
     return data
 
 
-def _htmx(session: aiohttp.ClientSession, url: str) -> dict:
-    csrf = next((c.value for c in session.cookie_jar if c.key == "csrftoken"), "")
-    return {"HX-Request": "true", "X-CSRFToken": csrf, "Referer": url + "/"}
+class AiohttpLearner:
+    """A learner's browser as aiohttp: a cookie jar of its own, one connection pool."""
+
+    errors = (aiohttp.ClientError, asyncio.TimeoutError)
+
+    def __init__(self, url: str):
+        self.url = url
+        self.session = aiohttp.ClientSession(base_url=url, timeout=aiohttp.ClientTimeout(total=30),
+                                             cookie_jar=aiohttp.CookieJar(unsafe=True))
+
+    def htmx(self) -> dict:
+        csrf = next((c.value for c in self.session.cookie_jar if c.key == "csrftoken"), "")
+        return {"HX-Request": "true", "X-CSRFToken": csrf, "Referer": self.url + "/"}
+
+    async def get(self, path: str) -> tuple[int, str]:
+        async with self.session.get(path) as r:
+            return r.status, await r.text()
+
+    async def post(self, path: str, data=None) -> int:
+        async with self.session.post(path, data=data, headers=self.htmx()) as r:
+            await r.read()
+            return r.status
+
+    async def close(self) -> None:
+        await self.session.close()
 
 
-async def learner(url: str, deadline: float, tally: Tally, seed: int) -> None:
+class HttpxLearner(AiohttpLearner):
+    """The same learner as httpx (httpx2, the client the official openai package uses): a client
+    the server was not tuned against (issue #33)."""
+
+    def __init__(self, url: str):
+        import httpx2
+
+        self.url = url
+        self.errors = (httpx2.HTTPError, asyncio.TimeoutError)
+        self.session = httpx2.AsyncClient(base_url=url, timeout=30)
+
+    def htmx(self) -> dict:
+        return {"HX-Request": "true", "X-CSRFToken": self.session.cookies.get("csrftoken", ""), "Referer": self.url + "/"}
+
+    async def get(self, path: str) -> tuple[int, str]:
+        r = await self.session.get(path)
+        return r.status_code, r.text
+
+    async def post(self, path: str, data=None) -> int:
+        form: dict[str, list] = {}
+        for key, value in data or []:  # httpx takes repeated fields as a list per name
+            form.setdefault(key, []).append(value)
+        r = await self.session.post(path, data=form, headers=self.htmx())
+        return r.status_code
+
+    async def close(self) -> None:
+        await self.session.aclose()
+
+
+CLIENTS = {"aiohttp": AiohttpLearner, "httpx": HttpxLearner}
+
+
+async def learner(url: str, deadline: float, tally: Tally, seed: int, client: str = "aiohttp") -> None:
     """One learner with a cookie jar of their own (their own session once they write)."""
     rng = random.Random(seed)
-    timeout = aiohttp.ClientTimeout(total=30)
-    async with aiohttp.ClientSession(base_url=url, timeout=timeout, cookie_jar=aiohttp.CookieJar(unsafe=True)) as session:
+    session = CLIENTS[client](url)
+    try:
         cards: list = []
         section = rng.choice(SECTIONS)
         # A section, an answer, a read mark first (finished even past the deadline), then the mix
@@ -121,10 +175,10 @@ async def learner(url: str, deadline: float, tally: Tally, seed: int) -> None:
             try:
                 began = time.perf_counter()
                 if kind == "page":
+                    # Mostly sections; one page in ten is the course page or the lesson's contents.
                     section = rng.choice(SECTIONS)
-                    path = f"/lessons/21/{section}/"
-                    async with session.get(path) as r:
-                        text = await r.text()
+                    path = f"/lessons/21/{section}/" if opening or rng.random() < 0.9 else rng.choice(["/", "/lessons/21/"])
+                    status, text = await session.get(path)
                     cards = CARD.findall(text) or cards
                 elif kind == "submit":
                     card = slug, card_type, body = rng.choice(cards)
@@ -134,33 +188,37 @@ async def learner(url: str, deadline: float, tally: Tally, seed: int) -> None:
                         continue
                     path = f"/questions/{slug}/submit/"
                     began = time.perf_counter()
-                    async with session.post(path, data=data, headers=_htmx(session, url)) as r:
-                        await r.read()
+                    status = await session.post(path, data=data)
                 else:
                     path = f"/lessons/21/{section}/read/"
-                    async with session.post(path, headers=_htmx(session, url)) as r:
-                        await r.read()
-                tally.record(kind, path, began, r.status)
+                    status = await session.post(path)
+                tally.record(kind, path, began, status)
                 if opening and opening[0] == kind:
                     opening.pop(0)
-            except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+            except session.errors as exc:
                 tally.errors.append(f"{type(exc).__name__}: {exc}")
+    finally:
+        await session.close()
 
 
 async def start_scene(url: str, preset: str) -> str:
     """Open a scene as a learner does: the page, then the POST its script sends to start it."""
-    async with aiohttp.ClientSession(base_url=url, cookie_jar=aiohttp.CookieJar(unsafe=True)) as session:
+    browser = AiohttpLearner(url)
+    try:
+        session = browser.session
         async with session.get(f"/demo/?preset={preset}") as page:
             html = await page.text()
         start = re.search(r'data-start-url="([^"]+)"', html)
         async with session.post(start.group(1) if start else "/demo/runs/", data={"preset": preset},
-                                headers={**_htmx(session, url), "Accept": "application/json"}) as r:
+                                headers={**browser.htmx(), "Accept": "application/json"}) as r:
             text = await r.text()
         found = re.search(r'"run"\s*:\s*"([0-9a-f-]{36})"', text) or re.search(r'data-run="([0-9a-f-]{36})"', text) \
             or re.search(r'/demo/runs/([0-9a-f-]{36})/', str(r.url))
         if found is None:
             raise RuntimeError(f"could not start the scene: {r.status} {text[:300]}")
         return found.group(1)
+    finally:
+        await browser.close()
 
 
 async def watch_demo(url: str, preset: str, stop: asyncio.Event, steps: list) -> None:
@@ -196,7 +254,26 @@ def step_rate(steps: list, since: float, until: float) -> float:
     return sum(n for _, n in window[1:]) / (window[-1][0] - window[0][0])
 
 
-async def measure(url: str, clients: int, seconds: float, preset: str | None, idle_seconds: float) -> dict:
+def group_cpu_seconds(session_id: int) -> float:
+    """CPU seconds (user + system) of every live process in a session: `make run` is started in
+    a session of its own, so this is Daphne, its page workers and the engine process, not the
+    load generator. (A process that exited meanwhile is not counted.)"""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == session_id:  # field 6, the session id (after pid, comm, state, ppid, pgrp)
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / tick
+
+
+async def measure(url: str, clients: int, seconds: float, preset: str | None, idle_seconds: float,
+                  client: str = "aiohttp", server_session: int | None = None) -> dict:
     stop, steps = asyncio.Event(), []
     idle_from = idle_until = 0.0
     demo = None
@@ -212,22 +289,25 @@ async def measure(url: str, clients: int, seconds: float, preset: str | None, id
         await asyncio.sleep(idle_seconds)
         idle_until = time.perf_counter()
     tally = Tally()
+    cpu_before = group_cpu_seconds(server_session) if server_session else None
     began = time.perf_counter()
     deadline = began + seconds
-    await asyncio.gather(*(learner(url, deadline, tally, seed) for seed in range(clients)))
+    await asyncio.gather(*(learner(url, deadline, tally, seed, client) for seed in range(clients)))
     elapsed = time.perf_counter() - began
+    cpu = group_cpu_seconds(server_session) - cpu_before if server_session else None
     stop.set()
     if demo is not None:
         await demo
     return {"tally": tally, "elapsed": elapsed, "idle": step_rate(steps, idle_from, idle_until),
-            "load": step_rate(steps, began, began + elapsed)}
+            "load": step_rate(steps, began, began + elapsed), "server_cpu_s": cpu, "client": client}
 
 
 def report(result: dict, clients: int) -> None:
     tally, elapsed = result["tally"], result["elapsed"]
     every = [x for xs in tally.latencies.values() for x in xs]
     total = len(every)
-    print(f"{clients} clients × {elapsed:.1f} s on `make run` (Daphne, SQLite, embedded engine), this machine: {os.cpu_count()} cores")
+    print(f"{clients} clients ({result['client']}) × {elapsed:.1f} s on `make run` (Daphne, SQLite, embedded engine), "
+          f"this machine: {os.cpu_count()} cores")
     print(f"{'kind':>8} {'requests':>9} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8}")
     for kind, xs in [*tally.latencies.items(), ("all", every)]:
         if len(xs) < 2:
@@ -235,6 +315,9 @@ def report(result: dict, clients: int) -> None:
         q = statistics.quantiles([x * 1000 for x in xs], n=100)
         print(f"{kind:>8} {len(xs):9d} {statistics.median(xs) * 1000:8.1f} {q[94]:8.1f} {q[98]:8.1f}")
     print(f"throughput: {total / elapsed:.1f} req/s")
+    if result.get("server_cpu_s") is not None and total:
+        print(f"server CPU (Daphne, page workers, engine process; not the client): {result['server_cpu_s']:.2f} s, "
+              f"{result['server_cpu_s'] / total * 1000:.2f} ms per request")
     print(f"errors: {len(tally.errors)} (5xx, refused, timed out); 4xx: {len(tally.client_errors)}")
     for line in sorted(set(tally.errors + tally.client_errors))[:10]:
         print("   ", line)
@@ -250,17 +333,22 @@ def main(argv=None):
     ap.add_argument("--idle-seconds", type=float, default=10.0)
     ap.add_argument("--preset", default="preemption", help="the demo scene streamed meanwhile ('' for none)")
     ap.add_argument("--url", help="measure a server that is already running instead of starting one")
+    ap.add_argument("--client", choices=sorted(CLIENTS), nargs="+", default=["aiohttp"],
+                    help="the HTTP client(s) the learners use; several: one run each, in turn, on the same server")
     args = ap.parse_args(argv)
     if args.url:
-        report(asyncio.run(measure(args.url, args.clients, args.seconds, args.preset, args.idle_seconds)), args.clients)
+        for client in args.client:
+            report(asyncio.run(measure(args.url, args.clients, args.seconds, args.preset, args.idle_seconds, client)), args.clients)
         return
     with tempfile.TemporaryDirectory() as tmp:
         proc, url = start_server(tmp)
         try:
-            result = asyncio.run(measure(url, args.clients, args.seconds, args.preset, args.idle_seconds))
+            results = [asyncio.run(measure(url, args.clients, args.seconds, args.preset, args.idle_seconds, client, proc.pid))
+                       for client in args.client]
         finally:
             stop_server(proc)
-        report(result, args.clients)
+        for result in results:
+            report(result, args.clients)
 
 
 if __name__ == "__main__":
