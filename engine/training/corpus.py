@@ -15,6 +15,8 @@ with asides and some casual typing (no spaces in 해주세요, no final period, 
 length follows the inquiry, as a real agent's would: a terse question gets one sentence, an angry or
 detailed one gets apologies, numbered steps and the policy, so answers run from about 40 to about 300
 tokens. Only facts that the inquiry states (or the shop's fixed policy) appear in the answer.
+A quarter of the examples are not generated: they are whole examples written by hand
+(`written.py`), so that the model meets messages no grammar produced.
 
 `make_corpus(n, seed)` is deterministic: the same (n, seed) gives the same list, on any machine.
 This module uses the standard library only, so the engine's demo and benchmark can import
@@ -29,6 +31,7 @@ from typing import Any
 
 from engine.training.noise import roughen
 from engine.training.phrasings import ASKS, FILLERS, MORE_PRODUCTS, OFF_TOPIC, SHOP_OTHER
+from engine.training.written import written_examples
 
 __all__ = [
     "CATEGORIES",
@@ -58,7 +61,8 @@ CATEGORIES = (
     "기타",  # anything else: a question unrelated to shopping, or a shop matter outside the ten
 )
 SHOP_CATEGORIES = CATEGORIES[:-1]
-OTHER_SHARE = 0.10  # of the examples are 기타
+OTHER_SHARE = 0.10  # of the generated examples are 기타
+WRITTEN_SHARE = 0.25  # of all examples are whole examples written by hand (written.py)
 
 TONES = ("정중", "친근", "간결", "급함", "불만")
 
@@ -1149,8 +1153,23 @@ def _other_example(rng: random.Random, system: str | None) -> dict[str, str]:
             "assistant": f"분류: 기타\n요약: {summary}\n답변: {answer}", "category": "기타"}
 
 
-def make_example(rng: random.Random, system: str | None = None) -> dict[str, str]:
-    """One inquiry and its answer, drawn with `rng`. Keys: system, user, assistant, category."""
+def _written_example(rng: random.Random, system: str | None) -> dict[str, str]:
+    """One of the hand-written whole examples, sometimes with everyday chatter or typing noise
+    added, so that the model sees each of them in more than one form."""
+    row = rng.choice(written_examples())
+    text = row["user"]
+    if rng.random() < 0.15:
+        text = f"{rng.choice(FILLERS)} {text}" if rng.random() < 0.5 else f"{text} {rng.choice(FILLERS)}"
+    return {"system": SYSTEM_PROMPT if system is None else system, "user": roughen(text, rng, 0.3),
+            "assistant": f"분류: {row['category']}\n요약: {row['summary']}\n답변: {row['answer']}",
+            "category": row["category"], "source": "written"}
+
+
+def make_example(rng: random.Random, system: str | None = None, written: bool = True) -> dict[str, str]:
+    """One inquiry and its answer, drawn with `rng`. Keys: system, user, assistant, category
+    (and source "written" for a hand-written whole example; `written=False`: generated only)."""
+    if written and rng.random() < WRITTEN_SHARE:
+        return _written_example(rng, system)
     if rng.random() < OTHER_SHARE:
         return _other_example(rng, system)
     category = rng.choice(SHOP_CATEGORIES)
@@ -1386,7 +1405,7 @@ def _long_system_prompt(n_examples: int = 4, seed: int = 20_250_921) -> str:
     rng = random.Random(seed)
     blocks = [SYSTEM_PROMPT + _POLICY]
     for i in range(n_examples):
-        ex = make_example(rng)
+        ex = make_example(rng, written=False)  # the same prompt as before the written examples
         blocks.append(f"\n[추가 예시 {i + 1}]\n문의: {ex['user']}\n{ex['assistant']}\n")
     return "".join(blocks)
 

@@ -18,9 +18,11 @@ from engine.training.corpus import (
     SHORT_SYSTEM_PROMPTS,
     SUBTYPES,
     SYSTEM_PROMPT,
+    WRITTEN_SHARE,
     make_corpus,
 )
 from engine.training.noise import LOANWORDS, _swap, roughen
+from engine.training.written import written_examples
 
 EVAL = Path(__file__).resolve().parents[2] / "bench" / "data" / "inquiries_handwritten.jsonl"
 
@@ -29,10 +31,12 @@ def test_every_category_is_drawn_and_about_one_in_ten_is_other():
     corpus = make_corpus(3000, seed=3)
     counts = Counter(ex["category"] for ex in corpus)
     assert set(counts) == set(CATEGORIES)
-    assert abs(counts["기타"] / len(corpus) - OTHER_SHARE) < 0.02
+    generated = [ex for ex in corpus if ex.get("source") != "written"]
+    assert abs(sum(ex["category"] == "기타" for ex in generated) / len(generated) - OTHER_SHARE) < 0.02
+    assert abs((len(corpus) - len(generated)) / len(corpus) - WRITTEN_SHARE) < 0.03
     for ex in corpus:
         assert ex["assistant"].startswith(f"분류: {ex['category']}\n요약: ")
-    other = [ex for ex in corpus if ex["category"] == "기타"]
+    other = [ex for ex in corpus if ex["category"] == "기타" and "인사." not in ex["assistant"]]
     assert all("누리마켓" in ex["assistant"] or "1588-0000" in ex["assistant"] for ex in other)
 
 
@@ -85,6 +89,16 @@ def test_a_batch_shares_the_full_the_default_another_short_or_no_system_prompt()
     assert all(torch.equal(fixed(), full) for _ in range(5))
 
 
+def test_the_written_examples_are_whole_answers_in_the_format_for_every_category():
+    rows = written_examples()
+    assert len(rows) >= 1500 and len({row["user"] for row in rows}) == len(rows)
+    assert Counter(row["category"] for row in rows).keys() == set(CATEGORIES)
+    drawn = [ex for ex in make_corpus(400, seed=9) if ex.get("source") == "written"]
+    for ex in drawn:
+        category, summary, answer = ex["assistant"].split("\n")
+        assert category == f"분류: {ex['category']}" and summary.startswith("요약: ") and answer.startswith("답변: 고객님") or answer.startswith("답변: 안녕하세요")
+
+
 def _norm(text: str) -> str:
     return re.sub(r"\{[^}]*\}|[\s\W_]", "", text)
 
@@ -95,6 +109,7 @@ def test_no_training_phrasing_is_a_near_copy_of_an_evaluation_inquiry():
     evals = [_norm(json.loads(line)["text"]) for line in EVAL.read_text(encoding="utf-8").splitlines()]
     pool = [s for v in phrasings.ASKS.values() for s in v] + phrasings.FILLERS
     pool += [a for a, _ in phrasings.OFF_TOPIC + phrasings.SHOP_OTHER]
+    pool += [row["user"] for row in written_examples()]
     for text in pool:
         n = _norm(text)
         for e in evals:

@@ -153,3 +153,5 @@ def test_the_readmes_curl_example_gets_a_well_formed_answer_on_its_topic():
                           SamplingParams(temperature=body["temperature"], max_tokens=body["max_tokens"]))[0]
     assert out.finish_reason == "stop", out.text
     assert out.text.startswith("분류: 배송\n요약: ") and "\n답변: " in out.text, out.text
+    summary = out.text.split("\n")[1]
+    assert "도착" in summary or "지연" in summary, out.text  # the question asked: when it arrives, not a lost parcel
