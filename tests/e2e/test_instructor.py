@@ -26,6 +26,7 @@ def test_dashboard_shows_a_learners_real_attempts_and_drills_down_by_keyboard(br
     learner = browser.new_context(viewport={"width": 390, "height": 844}).new_page()
     learner.set_default_timeout(15_000)
     learner.goto(f"{site}/classes/join/{cohort.join_code}/")
+    learner.get_by_label("이 수업에서 쓸 이름").fill("김하늘")  # a guest names themself for the instructor
     learner.locator("main form button[type=submit]").click()
     expect(learner.get_by_role("heading", level=1)).to_contain_text("월요일 오전반")
     question = Question.objects.filter(type="single").order_by("order").first()
@@ -42,6 +43,7 @@ def test_dashboard_shows_a_learners_real_attempts_and_drills_down_by_keyboard(br
     teacher.get_by_role("link", name="월요일 오전반").click()
     heatmap = teacher.locator("table.heatmap")
     expect(heatmap.locator("tbody tr")).to_have_count(1)
+    expect(heatmap.locator("tbody th")).to_contain_text("김하늘")
     objective = question.objective.order
     cell = heatmap.locator("tbody tr td.cell").nth(objective - 1)
     expect(cell).not_to_have_text("–")  # the learner's right answer counts towards its objective
