@@ -3,15 +3,12 @@ attempts. Every read is scoped: an instructor reaches only classes they teach, a
 only through a class they belong to."""
 from dataclasses import dataclass
 
-from django.utils.html import strip_tags
-
 from courseapp.chart_frame import ChartFrame
 from courseapp.instructor.models import Cohort, Membership
 from courseapp.learners.selectors import scores_by_learner
 from courseapp.lessons.outline import outline_for
-from courseapp.lessons.rendering import markdown_inline
 from courseapp.quizzes.models import Attempt
-from courseapp.quizzes.selectors import anchor_label
+from courseapp.quizzes.selectors import anchor_label, card_url, question_words
 
 BASES = ("latest", "first")  # which attempt at each question counts: the most recent, or the first try
 
@@ -123,11 +120,8 @@ class QuestionName:
 def question_names(lesson) -> dict[int, QuestionName]:
     """What an instructor's pages call each question of the lesson: its words and section, not
     the slug a content author gave it."""
-    outline = outline_for(lesson)
-    pages = outline.anchor_pages
-    return {q.pk: QuestionName(prompt=strip_tags(markdown_inline(q.prompt)).strip(), section=anchor_label(q.anchor),
-                               url=f"{pages.get(q.anchor) or lesson.get_absolute_url()}#q-{q.slug}")
-            for q in outline.questions}
+    return {q.pk: QuestionName(prompt=question_words(q), section=anchor_label(q.anchor), url=card_url(lesson, q))
+            for q in outline_for(lesson).questions}
 
 
 def _spread(question, responses: list[dict]) -> list[dict]:

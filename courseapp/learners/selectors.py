@@ -1,12 +1,11 @@
 """Reads about a learner's progress: mastery per objective, sections read, where to resume."""
 from dataclasses import dataclass
 
-from django.utils.html import strip_tags
-
 from courseapp.learners.models import Learner
 from courseapp.lessons.outline import outline_for
-from courseapp.lessons.rendering import code_stamp, markdown_inline
+from courseapp.lessons.rendering import code_stamp
 from courseapp.quizzes.models import Attempt
+from courseapp.quizzes.selectors import card_url, question_words
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,15 +121,8 @@ def recent_attempts(*, learner: Learner | None, limit: int = 50) -> list[Answere
         tries[a.question_id] = tries.get(a.question_id, 0) + 1
         if a.question_id not in latest and len(latest) < limit:
             latest[a.question_id] = a
-    out, pages = [], {}
-    for a in latest.values():
-        q = a.question
-        if q.lesson_id not in pages:
-            pages[q.lesson_id] = outline_for(q.lesson).anchor_pages
-        page = pages[q.lesson_id].get(q.anchor) or q.lesson.get_absolute_url()
-        out.append(AnsweredQuestion(attempt=a, prompt=strip_tags(markdown_inline(q.prompt)).strip(), url=f"{page}#q-{q.slug}",
-                                    tries=tries[a.question_id]))
-    return out
+    return [AnsweredQuestion(attempt=a, prompt=question_words(a.question), url=card_url(a.question.lesson, a.question),
+                             tries=tries[a.question_id]) for a in latest.values()]
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,7 +2,10 @@
 import secrets
 from dataclasses import dataclass
 
+from django.utils.html import strip_tags
+
 from courseapp.lessons.outline import outline_for
+from courseapp.lessons.rendering import markdown_inline
 from courseapp.quizzes.models import Attempt, Question
 from courseapp.quizzes.presenting import raw_ids
 
@@ -18,6 +21,17 @@ def anchor_label(anchor: str) -> str:
     if anchor.startswith("appendix-"):
         return f"부록 {anchor.removeprefix('appendix-').upper()}"
     return "§" + anchor.removeprefix("s").replace("-", ".")
+
+
+def question_words(question) -> str:
+    """The question's words as plain text (its prompt is Markdown), for pages that name it."""
+    return strip_tags(markdown_inline(question.prompt)).strip()
+
+
+def card_url(lesson, question) -> str:
+    """The question's card on the page that carries it (not the slug a learner never sees)."""
+    page = outline_for(lesson).anchor_pages.get(question.anchor) or lesson.get_absolute_url()
+    return f"{page}#q-{question.slug}"
 
 
 def anchor_url(lesson, anchor: str) -> str:
