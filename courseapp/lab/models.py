@@ -2,7 +2,9 @@
 import uuid
 
 from django.db import models
-from django.utils.translation import gettext, gettext_lazy as _
+from django.utils.translation import gettext_lazy as _
+
+from courseapp.lab.formats import progress_text
 
 
 class LabRun(models.Model):
@@ -31,8 +33,7 @@ class LabRun(models.Model):
     @property
     def progress_text(self) -> str:
         """What the run is doing now, in the reader's language ("" before it starts)."""
-        message, params = self.progress.get("message") or "", self.progress.get("params") or {}
-        return (gettext(message) % params if params else gettext(message)) if message else ""
+        return progress_text(self.progress.get("message") or "", self.progress.get("params"))
 
     class Meta:
         ordering = ["-created_at"]

@@ -7,9 +7,8 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from django.utils.translation import gettext
-
 from courseapp.lab import experiments, report
+from courseapp.lab.formats import progress_text
 
 
 class Command(BaseCommand):
@@ -41,7 +40,7 @@ class Command(BaseCommand):
         read_logs = _log_file_reader(o["log_file"]) if o["log_file"] else None
 
         def progress(p):
-            self.stderr.write(f"  [{p.done}/{p.total}] {gettext(p.message) % p.params if p.params else gettext(p.message)}")
+            self.stderr.write(f"  [{p.done}/{p.total}] {progress_text(p.message, p.params)}")
 
         try:
             result = experiments.run(settings, read_logs=read_logs, on_progress=progress)
