@@ -69,11 +69,11 @@ def _exit_with(sentinel) -> None:
     os._exit(0)
 
 
-def _serve(environ: dict, body: bytes) -> tuple[str, list, bytes]:
-    """In a worker: one WSGI request, start to finish."""
+def call_wsgi(app, environ: dict, body: bytes) -> tuple[str, list, bytes]:
+    """One WSGI request to `app`, start to finish: (status, headers, content)."""
     environ["wsgi.input"], environ["wsgi.errors"] = io.BytesIO(body), sys.stderr
     started = []
-    response = _wsgi_app(environ, lambda status, headers, exc_info=None: started.append((status, headers)))
+    response = app(environ, lambda status, headers, exc_info=None: started.append((status, headers)))
     try:
         content = b"".join(response)
     finally:
@@ -81,6 +81,11 @@ def _serve(environ: dict, body: bytes) -> tuple[str, list, bytes]:
             response.close()
     status, headers = started[0]
     return status, headers, content
+
+
+def _serve(environ: dict, body: bytes) -> tuple[str, list, bytes]:
+    """In a worker: one WSGI request to its Django."""
+    return call_wsgi(_wsgi_app, environ, body)
 
 
 def _recv_exactly(channel: socket.socket, size: int) -> bytes | None:

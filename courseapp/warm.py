@@ -2,9 +2,9 @@
 answer dropped, so the first learner does not pay for loading the templates, the URL resolvers
 and the lesson's outline (a cold process answered its first page ~0.35 s late). GETs write
 nothing (a rule of this app), so warming leaves no trace; a failure is logged, never fatal."""
-import io
 import logging
-import sys
+
+from courseapp.http_workers import call_wsgi
 
 logger = logging.getLogger(__name__)
 
@@ -17,16 +17,12 @@ def warm(wsgi_app, paths) -> None:
     for path in paths:
         environ = {"REQUEST_METHOD": "GET", "PATH_INFO": path, "QUERY_STRING": "", "SERVER_NAME": host,
                    "SERVER_PORT": "80", "HTTP_HOST": host, "REMOTE_ADDR": "127.0.0.1", "SERVER_PROTOCOL": "HTTP/1.1",
-                   "wsgi.url_scheme": "http", "wsgi.version": (1, 0), "wsgi.input": io.BytesIO(),
-                   "wsgi.errors": sys.stderr, "wsgi.multithread": True, "wsgi.multiprocess": True, "wsgi.run_once": False}
-        started = []
+                   "wsgi.url_scheme": "http", "wsgi.version": (1, 0), "wsgi.multithread": True,
+                   "wsgi.multiprocess": True, "wsgi.run_once": False}
         try:
-            response = wsgi_app(environ, lambda status, headers, exc_info=None: started.append(status))
-            b"".join(response)
-            if hasattr(response, "close"):
-                response.close()
-            if not started or not started[0].startswith(("200", "3")):
-                logger.warning("Warming up: %s answered %s.", path, started[0] if started else "nothing")
+            status, _headers, _content = call_wsgi(wsgi_app, environ, b"")
+            if not status.startswith(("200", "3")):
+                logger.warning("Warming up: %s answered %s.", path, status)
         except Exception:
             logger.exception("Warming up: %s failed.", path)
     close_old_connections()
