@@ -30,6 +30,6 @@ def names() -> list[str]:
 
 def workers_up() -> list[dict]:
     """The workers heard from in the last GONE_AFTER_S seconds (an empty list while Redis is away)."""
-    names_ = names()
-    found = cache.get_many([_ENTRY_KEY.format(name) for name in names_])
-    return [found[_ENTRY_KEY.format(name)] for name in names_ if _ENTRY_KEY.format(name) in found]
+    keys = [_ENTRY_KEY.format(name) for name in names()]
+    found = cache.get_many(keys)
+    return [found[key] for key in keys if key in found]
