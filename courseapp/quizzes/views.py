@@ -23,6 +23,7 @@ from courseapp.quizzes.selectors import (
     anchor_label,
     anchor_url,
     attempt_history,
+    card_url,
     attempts_count,
     latest_attempt,
     marked_options,
@@ -186,7 +187,7 @@ def question_submit(request, slug):
         learner=learner, question=question, response=response, nonce=request.POST.get("nonce", "")
     )
     if not request.htmx:  # plain form post (no JavaScript): back to the card, which shows the result
-        return redirect(f"{anchor_url(question.lesson, question.anchor).split('#')[0]}#q-{question.slug}")
+        return redirect(card_url(question.lesson, question))
     mastery = next(m for m in mastery_by_objective(learner=learner, lesson=question.lesson) if m.objective.pk == question.objective_id)
     context = card_context(question=question, learner=learner, seed=learner.seed, attempt=attempt)
     context["mastery_oob"] = mastery
