@@ -12,9 +12,10 @@ def lesson_get(*, number: int) -> Lesson:
 
 
 def lesson_neighbours(*, lesson: Lesson) -> tuple[Lesson | None, Lesson | None]:
-    siblings = lesson.course.lessons.all()
-    prev = siblings.filter(number__lt=lesson.number).order_by("-number").first()
-    nxt = siblings.filter(number__gt=lesson.number).order_by("number").first()
+    """The lessons before and after in the course, in one query (a course has a few dozen)."""
+    siblings = list(Lesson.objects.filter(course_id=lesson.course_id).order_by("number"))
+    prev = next((s for s in reversed(siblings) if s.number < lesson.number), None)
+    nxt = next((s for s in siblings if s.number > lesson.number), None)
     return prev, nxt
 
 

@@ -5,7 +5,7 @@ from django.views.decorators.http import require_POST
 
 from courseapp.learners.selectors import mastery_by_objective, resume_section, sections_with_read
 from courseapp.learners.services import learner_get, section_mark_read, section_visit
-from courseapp.lessons.models import Course, Lesson
+from courseapp.lessons.models import Course
 from courseapp.lessons.rendering import SELFCHECK_SLOT, render_section_cached
 from courseapp.lessons.outline import outline_get
 from courseapp.lessons.selectors import lesson_get, lesson_neighbours, section_position, section_subsections
@@ -15,7 +15,7 @@ from courseapp.quizzes.views import question_cards, selfcheck_html
 
 def home(request):
     course = Course.objects.prefetch_related("lessons").first()
-    lesson = Lesson.objects.filter(available=True).first()
+    lesson = next((l for l in course.lessons.all() if l.available), None) if course else None
     learner = learner_get(request)
     context = {"course": course, "lesson": lesson}
     if lesson is not None:
@@ -27,10 +27,11 @@ def home(request):
 
 
 def lesson_detail(request, number):
-    lesson = lesson_get(number=number)
+    lesson = outline_get(number=number).lesson
     learner = learner_get(request)
     prev_lesson, next_lesson = lesson_neighbours(lesson=lesson)
     sections = sections_with_read(learner=learner, lesson=lesson)
+    read = {s.pk for s, is_read in sections if is_read}
     return render(
         request,
         "lessons/lesson_detail.html",
@@ -40,8 +41,8 @@ def lesson_detail(request, number):
             "next_lesson": next_lesson,
             "sections": sections,
             "mastery": mastery_by_objective(learner=learner, lesson=lesson),
-            "resume": resume_section(learner=learner, lesson=lesson),
-            "read_count": sum(read for _, read in sections),
+            "resume": resume_section(learner=learner, lesson=lesson, read=read),
+            "read_count": len(read),
             # Korean content inside a translated sentence: marked so a screen reader switches voice.
             "layer_html": format_html('<span lang="ko">{}</span>', lesson.layer),
         },
