@@ -144,6 +144,10 @@ def decode_kernel(backend: str, loaded: LoadedModel, block_size: int):
         return None
 
 
+# A request with at most this many new tokens in a step goes to the decode kernel, one query per
+# token, instead of gathering its whole context for SDPA (8 requests over a cached 608-token
+# prefix: a first step of 9.8 ms of CPU became 4.4 ms, measured with the engine alone on one thread).
+KERNEL_MAX_QUERIES = 16
 PADDING_LIMIT = 1.3  # a group's padded attention work may be at most this multiple of its real work
 
 
@@ -247,17 +251,27 @@ class ModelRunner:
         sample_idx += prompt_idx
 
         buf = ids + positions + slots + sample_idx
-        decodes = [i for i, s in enumerate(spans) if s[1] == 1]
-        prefills = [i for i, s in enumerate(spans) if s[1] > 1]
+        kernel = self.decode_kernel is not None
+        decodes, prefills = [], []
+        for span in spans:
+            t, n, end, table = span
+            if n == 1:
+                decodes.append(span)
+            elif kernel and n <= KERNEL_MAX_QUERIES:
+                # A few new tokens over a long context (a prompt whose prefix was cached, a chunk's
+                # tail): each is a query of its own for the kernel, seeing the keys up to itself.
+                decodes += [(t + k, 1, end - n + k + 1, table) for k in range(n)]
+            else:
+                prefills.append(span)
         layout = []  # per group: (rows, q_len, num_blocks, how many of the real queries)
         for members, cap in ((decodes, self.MAX_DECODE_GROUPS), (prefills, self.MAX_PREFILL_GROUPS)):
-            if members is decodes and self.decode_kernel is not None:
+            if members is decodes and kernel:
                 # the kernel reads each request's own blocks: nothing is padded, so one group
                 split = [list(range(len(decodes)))] if decodes else []
             else:
-                split = _groups([spans[i][1:3] for i in members], cap)
+                split = _groups([span[1:3] for span in members], cap)
             for group in split:
-                rows = [spans[members[j]] for j in group]
+                rows = [members[j] for j in group]
                 q_len = max(r[1] for r in rows)
                 nb = -(-max(r[2] for r in rows) // bs)
                 for t, n, end, table in rows:  # q_idx

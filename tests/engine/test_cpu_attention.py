@@ -95,6 +95,26 @@ def test_both_backends_match_generate_through_chunks_and_preemption(tiny_models,
         assert max(calls) > 1, "a call attends several requests"
 
 
+def test_a_prompts_few_new_tokens_over_a_cached_prefix_are_kernel_queries_and_match_generate(tiny_models):
+    """8 requests with one long cached prefix (the lab's experiment 2): each step-one chunk is a
+    few tokens, attended by the kernel one query per token (causal by position) rather than by
+    gathering every request's whole context for SDPA; greedy answers still equal generate's."""
+    path = tiny_models["llama"]
+    engine = LLMEngine(EngineConfig(model=path, block_size=4, num_blocks=128, max_num_seqs=8, max_num_batched_tokens=256))
+    kernel = engine.runner.decode_kernel
+    assert kernel is not None
+    system = prompts(1, length_range=(40, 40), seed=5)[0]
+    run_checked(engine, {0: [("warm", system + [3])]})  # caches the prefix's 10 whole blocks
+    rows = []
+    engine.runner.decode_kernel = lambda *args: rows.append(args[10]) or kernel(*args)
+    tails = [[7 + i, 11 + i, 13] for i in range(8)]  # 40 cached + 3 new tokens each
+    ps = [(f"r{i}", system + tail) for i, tail in enumerate(tails)]
+    run_checked(engine, {0: ps})
+    assert all(engine.output(rid).metrics.num_cached_tokens == 40 for rid, _ in ps)
+    assert rows[0] == 8 * 3, "the first step: each request's 3 new tokens, one kernel query each"
+    assert_parity(engine, path, ps)
+
+
 def test_built_once_per_source_and_cached(tmp_path, monkeypatch):
     monkeypatch.setenv("ENGINE_KERNEL_DIR", str(tmp_path))
     first = cpu_attention.build()
