@@ -22,7 +22,7 @@ from engine.config import cxx_compiler
 
 SOURCE = Path(__file__).resolve().parent / "csrc" / "paged_decode_attention.cpp"
 # -march=native: the library is built for, and cached per, the CPU it runs on.
-# -fno-math-errno lets the compiler vectorise exp().
+# -fno-math-errno: no errno to keep for the math calls left (the softmax's exp is the kernel's own).
 FLAGS = ["-O3", "-march=native", "-fno-math-errno", "-fopenmp", "-shared", "-fPIC"]
 MAX_GROUP, MAX_BLOCK, MAX_DIM = 16, 128, 256  # what the kernel holds (see its constants)
 
