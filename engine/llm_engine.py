@@ -7,6 +7,7 @@ import torch
 
 from engine.block_pool import BlockPool
 from engine.config import ConfigError, EngineConfig
+from engine.detokenizer import IncrementalDetokenizer
 from engine.events import BlockState, ScheduledItem, StepEvent
 from engine.kv_cache import KVCache
 from engine.logits_processors import logprobs_of, process
@@ -146,16 +147,20 @@ class LLMEngine:
         return RequestOutput.of(req, text)
 
     def _detokenize(self, req: Request) -> None:
-        """Text is decoded when someone reads it (or a stop string needs it), not every step."""
+        """Text is decoded when someone reads it (or a stop string needs it), not every step:
+        only the new tokens while the answer grows, the whole answer once when it has ended
+        (engine/detokenizer.py)."""
         if self.tokenizer is None or isinstance(req.stop_reason, str):
             return  # no tokenizer, or a stop string already cut the text
-        req.text = self._decode(req.output_token_ids)
+        if req.status.finished:
+            req.text = self._detokenizer(req).finish(req.output_token_ids)
+        else:
+            req.text = self._detokenizer(req).update(req.output_token_ids)
 
-    def _decode(self, token_ids: list[int]) -> str:
-        # A character whose bytes span two tokens decodes as U+FFFD until its last byte arrives:
-        # it is left out until then (and for good if the answer ends there), as vLLM's
-        # incremental detokenizer does, so the text never takes back what a stream has sent.
-        return self.tokenizer.decode(token_ids, skip_special_tokens=True).rstrip("\ufffd")
+    def _detokenizer(self, req: Request) -> IncrementalDetokenizer:
+        if req.detokenizer is None:
+            req.detokenizer = IncrementalDetokenizer(self.tokenizer)
+        return req.detokenizer
 
     # --- the step ------------------------------------------------------------------------------
     def step(self, picture: bool = True) -> StepEvent:
@@ -237,7 +242,7 @@ class LLMEngine:
         else:
             stops = p.stop
         if stops and self.tokenizer is not None:
-            req.text = self._decode(req.output_token_ids)
+            req.text = self._detokenizer(req).update(req.output_token_ids)
         for stop in stops:
             at = req.text.find(stop)
             if at >= 0:

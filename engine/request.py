@@ -44,6 +44,7 @@ class Request:
     finish_time: float | None = None
     token_times: list[float] = field(default_factory=list)
     text: str = ""
+    detokenizer: object | None = None  # engine.detokenizer.IncrementalDetokenizer, made at the first read
     stop_reason: str | int | None = None
     generator: torch.Generator | None = None
     cpu_block_ids: list[int] = field(default_factory=list)  # where a swapped-out request's KV waits
