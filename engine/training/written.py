@@ -8,11 +8,8 @@ helpers that saw only the category rules and the shop's policy (not the generato
 evaluation sets), in six styles: very short 반말 and slang, polite multi-sentence 문어체, stories
 whose intent is indirect, English words and newer service words (새벽배송, 통관, 2단계 인증),
 messages on the border between two categories, and many voices (older customers, dialect, writing
-for someone else). A seventh batch (385 lines) is short, generic messages written as minimal pairs
-between the sub-types of one category ("언제 와요" / "배송완료 떴는데 없음" / "송장 조회 안됨";
-"전원 안 켜짐" / "충전기 빠져있음"), each answered for its own sub-type: a model trained without
-them gave a short question its neighbouring sub-type's answer. Every message within a similarity
-ratio of 0.6 of an evaluation inquiry was removed (`tests/engine/test_corpus.py` holds that).
+for someone else). Every message within a similarity ratio of 0.6 of an evaluation inquiry was
+removed (`tests/engine/test_corpus.py` holds that).
 
 Standard library only, like `corpus.py`.
 """
