@@ -260,16 +260,12 @@ def limits_cache(http_workers: int, caches: dict) -> dict:
 
 
 
-def session_engine(http_workers: int, caches: dict) -> str:
-    """Sessions are read on every request: from the cache with the database behind it, where
-    every process sees the same cache; with HTTP workers and a per-process cache, from the
-    database (a worker's cached copy would outlive a logout in another process)."""
-    if http_workers and caches["default"]["BACKEND"].endswith("LocMemCache"):
-        return "django.contrib.sessions.backends.db"
-    return "courseapp.session_store"
-
-
-SESSION_ENGINE = session_engine(HTTP_WORKERS, CACHES)
+# Sessions are read on every request: from the cache, with the database behind it, in the cache
+# every process answering requests sees ("limits": Redis when scaled, this process's memory when
+# it answers everything, else files the HTTP workers share; see limits_cache). A per-process copy
+# would outlive a logout answered by another process; a shared one is deleted for all at once.
+SESSION_ENGINE = "courseapp.session_store"
+SESSION_CACHE_ALIAS = "limits"
 
 CELERY_BROKER_URL = REDIS_URL or "memory://"  # an engine worker refuses memory:// (demo/worker.py)
 CELERY_TASK_ROUTES = {"demo.run": {"queue": "engine"}, "serving.generate": {"queue": "engine"},

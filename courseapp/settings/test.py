@@ -2,7 +2,7 @@
 import os
 
 from .base import *  # noqa: F401,F403
-from .base import BASE_DIR, CACHES, SQLITE_OPTIONS, limits_cache, session_engine
+from .base import BASE_DIR, CACHES, SQLITE_OPTIONS, limits_cache
 
 DEBUG = False
 WHITENOISE_USE_FINDERS = True
@@ -21,7 +21,6 @@ if not os.environ.get("DATABASE_URL"):
     }
 # Requests in the test process unless a test asks for workers (a server it starts gets the default).
 HTTP_WORKERS = int(os.environ.get("HTTP_WORKERS", "0"))
-SESSION_ENGINE = session_engine(HTTP_WORKERS, CACHES)
 # With HTTP_WORKERS=0 this process answers its requests itself: rate counts in its memory, like
 # the rest, and no counts folder is named in the environment, where every server a test starts,
 # and each pytest-xdist process, would inherit it and share its counts (one process's

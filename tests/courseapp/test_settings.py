@@ -1,7 +1,9 @@
 """Where the settings put what every process answering requests must share."""
 import os
 
-from courseapp.settings.base import limits_cache, session_engine
+from django.conf import settings
+
+from courseapp.settings.base import limits_cache
 
 LOCMEM = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 REDIS = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": "redis://127.0.0.1:6379/0"}}
@@ -19,6 +21,7 @@ def test_rate_counts_live_where_every_answering_process_sees_them(monkeypatch, t
     assert shared["BACKEND"].endswith("FileBasedCache") and shared["LOCATION"] == str(tmp_path)
 
 
-def test_sessions_are_read_from_the_database_when_worker_processes_keep_their_own_memory():
-    assert session_engine(2, LOCMEM) == "django.contrib.sessions.backends.db"
-    assert session_engine(0, LOCMEM) == session_engine(2, REDIS) == "courseapp.session_store"
+def test_sessions_are_kept_in_the_cache_every_answering_process_sees():
+    """Its limits_cache: a logout answered by one process ends the session for all of them."""
+    assert settings.SESSION_ENGINE == "courseapp.session_store"
+    assert settings.SESSION_CACHE_ALIAS == "limits" and "limits" in settings.CACHES
