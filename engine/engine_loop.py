@@ -84,7 +84,16 @@ class RequestHandle:
             yield item
 
     async def __aiter__(self):
-        while (item := self._accept(await self._sink.queue.get())) is not None:
+        q = self._sink.queue
+        while (item := self._accept(await q.get())) is not None:
+            # Outputs are cumulative: of those that arrived while the caller was busy, the latest
+            # says it all (vLLM V1's RequestOutputCollector keeps one pending output the same way).
+            while not item.finished and not q.empty():
+                latest = self._accept(q.get_nowait())
+                if latest is None:  # the stream ended (an abort) after this output
+                    yield item
+                    return
+                item = latest
             yield item
 
     def result(self, timeout: float | None = None) -> RequestOutput:

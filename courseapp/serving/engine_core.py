@@ -20,21 +20,29 @@ class _Handle:
         self.output = RemoteOutput()
 
     async def __aiter__(self):
-        out = self.output
+        out, items = self.output, self.stream.items
         while not out.finished:
-            item = await self.stream.items.get()
-            if item[1] == "error":
-                raise RuntimeError(f"the engine process failed: {item[2]}")
-            _rid, grew, piece, new_ids, out.finished, out.finish_reason, metrics, logprobs, prompt_logprobs = item
-            out.text = out.text + piece if grew else piece
-            out.token_ids.extend(new_ids)
-            if logprobs is not None:
-                out.logprobs = (out.logprobs or []) + logprobs
-            if prompt_logprobs is not None:
-                out.prompt_logprobs = prompt_logprobs
-            if metrics is not None:
-                out.metrics = SimpleNamespace(**metrics)
+            self._apply(await items.get())
+            # What arrived while the caller was busy writing the last piece goes out as one, as
+            # vLLM V1's RequestOutputCollector merges outputs its consumer has not taken yet: a
+            # stream that falls behind sends fewer, longer chunks instead of falling further behind.
+            while not out.finished and not items.empty():
+                self._apply(items.get_nowait())
             yield out
+
+    def _apply(self, item) -> None:
+        out = self.output
+        if item[1] == "error":
+            raise RuntimeError(f"the engine process failed: {item[2]}")
+        _rid, grew, piece, new_ids, out.finished, out.finish_reason, metrics, logprobs, prompt_logprobs = item
+        out.text = out.text + piece if grew else piece
+        out.token_ids.extend(new_ids)
+        if logprobs is not None:
+            out.logprobs = (out.logprobs or []) + logprobs
+        if prompt_logprobs is not None:
+            out.prompt_logprobs = prompt_logprobs
+        if metrics is not None:
+            out.metrics = SimpleNamespace(**metrics)
 
 
 class ServedEngine:

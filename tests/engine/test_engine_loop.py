@@ -51,6 +51,43 @@ def test_async_submit_and_stream(loop, tiny_llama):
     assert outs[-1].finished and outs[-1].token_ids == reference_generate(tiny_llama, p, 6)
 
 
+def test_an_async_reader_that_falls_behind_gets_the_latest_output_not_each_one_queued(loop, tiny_llama):
+    """Outputs are cumulative: a reader busy for longer than a step takes the newest of those
+    queued (vLLM V1's RequestOutputCollector), and the last is still the finished one."""
+    import asyncio
+
+    p = prompts(1, seed=43)[0]
+
+    async def main():
+        handle = await loop.submit_async(p, SamplingParams(temperature=0, max_tokens=30, ignore_eos=True))
+        seen = []
+        async for out in handle:
+            seen.append(len(out.token_ids))
+            await asyncio.sleep(0.03)
+        return seen, out
+
+    seen, last = run_in_fresh_loop(main)
+    assert last.finished and last.token_ids == reference_generate(tiny_llama, p, 30)
+    assert len(seen) < 30 and seen == sorted(seen) and any(b - a > 1 for a, b in zip(seen, seen[1:]))
+
+
+def test_an_abort_after_queued_outputs_still_ends_a_reader_that_fell_behind(loop):
+    import asyncio
+
+    async def main():
+        handle = await loop.submit_async([5, 6, 7], SamplingParams(temperature=0, max_tokens=500, ignore_eos=True))
+        seen = 0
+        async for out in handle:
+            seen += 1
+            if seen == 2:
+                handle.abort()
+            await asyncio.sleep(0.02)
+        return out
+
+    last = asyncio.run(asyncio.wait_for(main(), 20))
+    assert last.finished and last.finish_reason == "abort"
+
+
 def test_abort_from_another_thread_finishes_the_stream(loop):
     loop.pause()
     handle = loop.submit([5, 6, 7], SamplingParams(temperature=0, max_tokens=200, ignore_eos=True))
