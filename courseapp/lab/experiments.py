@@ -54,7 +54,19 @@ METRIC_NAMES = {
     "preemptions": ("vllm:num_preemptions_total", "vllm:num_preemptions"),
     "prefix_queries": ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"),
     "prefix_hits": ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"),
+    # The server's own time between a request's tokens (V1's histogram; its older name before it).
+    "itl_sum": ("vllm:inter_token_latency_seconds_sum", "vllm:time_per_output_token_seconds_sum"),
+    "itl_count": ("vllm:inter_token_latency_seconds_count", "vllm:time_per_output_token_seconds_count"),
 }
+
+
+def token_interval_ms(before: dict, after: dict) -> float | None:
+    """The server's mean time between a request's tokens over the requests that ran between two
+    scrapes, in ms (None: the server has no such histogram, or no token came)."""
+    if not all("itl_sum" in d and "itl_count" in d for d in (before, after)):
+        return None
+    count = after["itl_count"] - before["itl_count"]
+    return (after["itl_sum"] - before["itl_sum"]) / count * 1000 if count > 0 else None
 
 
 BATCHING_SEATS = 4  # experiment 7: seats (max_num_seqs) of both engines, so that requests wait for them
@@ -212,6 +224,7 @@ class Lab:
             self.say(f"[0] warm-up: {warm.completion_tokens} tokens in {warm.elapsed:.2f} s (discarded)")
             self._advance(gettext_noop("warm-up, 1 request (discarded)"))
 
+            alone_from = await self._scrape(http)
             one = await self._ask(api, "1", user, t0)
             self.say(f"[1] alone: ttft {_s(one.ttft)}, {one.completion_tokens} tokens in {one.elapsed:.2f} s "
                      f"→ {one.tokens_per_s:.1f} tok/s")
@@ -227,6 +240,13 @@ class Lab:
                 self.say(f"[2] #{m.label}: ttft {_s(m.ttft)}, {m.completion_tokens} tokens in {m.elapsed:.2f} s "
                          f"→ {m.tokens_per_s:.1f} tok/s")
             self.say(f"[2] server: {total} tokens / {span:.2f} s = {total / span:.1f} tok/s")
+            # What the server itself measured between tokens, alone and together: the engine's
+            # side of experiment 2, without this client's and the HTTP layer's share.
+            itl = {"alone_ms": token_interval_ms(alone_from, before), "together_ms": token_interval_ms(before, after),
+                   "metric": self.metric_names.get("itl_sum", "").removesuffix("_sum") or None}
+            if itl["alone_ms"] is not None and itl["together_ms"] is not None:
+                self.say(f"[2] {itl['metric']}: a token every {itl['alone_ms']:.2f} ms alone, "
+                         f"{itl['together_ms']:.2f} ms with {len(many)} at once")
             preempted = None
             if "preemptions" in before and "preemptions" in after:
                 preempted = int(after["preemptions"] - before["preemptions"])
@@ -242,7 +262,7 @@ class Lab:
             finished_at=datetime.now().astimezone().isoformat(timespec="seconds"),
             warmup=warm.to_dict(), single=one.to_dict(),
             concurrent={"requests": [m.to_dict() for m in many], "span_s": span, "total_tokens": total,
-                        "server_tokens_per_s": total / span if span else 0.0},
+                        "server_tokens_per_s": total / span if span else 0.0, "server_token_interval": itl},
             prefix=pairs, series=series, sweep=sweep, batching=batching,
             preemptions={"before": before.get("preemptions"), "after": after.get("preemptions"), "delta": preempted},
             logs=logs, metric_names=dict(self.metric_names), script=list(self.script))

@@ -32,6 +32,13 @@ def reading(row_id: str, report: dict) -> dict:
                  "averages %(share)s of it. The %(n)d requests are alike and end together, so this row shows batching only; "
                  "a finished request's seat going to a new one (continuous batching) is experiment 7 and the demo's 'static "
                  "vs continuous batching' scene (§3.2).") % {"gain": gain, "share": f"{share:.0%}", "n": len(per)}
+        itl = many.get("server_token_interval") or {}
+        if itl.get("alone_ms") and itl.get("together_ms"):
+            text += " " + _("The server's own measure (%(metric)s): a token every %(alone).2f ms alone and %(together).2f ms "
+                            "with %(n)d at once — each request decoded at %(server)s of its rate alone; the rest of the gap "
+                            "above is this client and the HTTP layer reading and writing %(n)d streams on the same CPU.") % {
+                "metric": itl.get("metric") or "inter-token latency", "alone": itl["alone_ms"], "together": itl["together_ms"],
+                "n": len(per), "server": f"{itl['alone_ms'] / itl['together_ms']:.0%}"}
         warning = ""
         if gain < 1.2:
             warning = _("The server's total is only %(gain).1f× one request's: few requests may have run together "
@@ -40,9 +47,9 @@ def reading(row_id: str, report: dict) -> dict:
             warning = _("Each request ran at %(share)s of its speed alone. On a GPU one step barely grows with more "
                         "requests in it; this lab server is a 2-core CPU shared by the engine and the web server that "
                         "streams every token to this lab's client, so each step grows with the requests, and with "
-                        "8 answers at once sending and reading their tokens takes about as long as computing them. "
+                        "%(n)d answers at once sending and reading their tokens takes about as long as computing them. "
                         "If the total still grew, §3.3's point (throughput, not one request's speed) stands.") % {
-                "share": f"{share:.0%}"}
+                "share": f"{share:.0%}", "n": len(per)}
         return {"section": "s3-3", "reading": text, "warning": warning}
     if row_id in ("3s", "3t"):
         first, second = report["prefix"]["same" if row_id == "3s" else "time"]

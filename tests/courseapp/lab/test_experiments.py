@@ -26,22 +26,27 @@ class Fake:
         self.bodies: list[dict] = []
         self.cached = cached
         self.preemptions = list(preemptions)  # the counter at the first scrape, then at every later one
+        self.itl_sum = self.itl_count = 0.0  # the server's own inter-token histogram: alone 10 ms, together 20 ms
 
     def metrics(self) -> str:
         with self.lock:
             running = self.running
             count = self.preemptions[0] if len(self.preemptions) == 1 else self.preemptions.pop(0)
+            itl_sum, itl_count = self.itl_sum, self.itl_count
         lines = []
         for engine, share in (("0", 1.0), ("1", 0.0)):  # a second engine, idle: sums count it, max would too
             lines += [f'vllm:num_requests_running{{engine="{engine}",model_name="munuibot"}} {running * share}',
                       f'vllm:num_requests_waiting{{engine="{engine}",model_name="munuibot"}} 0.0',
                       f'vllm:kv_cache_usage_perc{{engine="{engine}",model_name="munuibot"}} {0.01 * running * share}',
                       f'vllm:num_preemptions_total{{engine="{engine}",model_name="munuibot"}} {count if engine == "0" else 1}']
+        lines += [f'vllm:inter_token_latency_seconds_sum{{engine="0",model_name="munuibot"}} {itl_sum}',
+                  f'vllm:inter_token_latency_seconds_count{{engine="0",model_name="munuibot"}} {itl_count}']
         # another model on the same server: never counted
         lines += ['vllm:num_requests_running{engine="0",model_name="other"} 50.0',
                   'vllm:num_preemptions_total{engine="0",model_name="other"} 99.0']
         return "\n".join(["# TYPE vllm:num_requests_running gauge", "# TYPE vllm:num_requests_waiting gauge",
-                          "# TYPE vllm:kv_cache_usage_perc gauge", "# TYPE vllm:num_preemptions_total counter", *lines]) + "\n"
+                          "# TYPE vllm:kv_cache_usage_perc gauge", "# TYPE vllm:num_preemptions_total counter",
+                          "# TYPE vllm:inter_token_latency_seconds histogram", *lines]) + "\n"
 
 
 def serve(fake: Fake):
@@ -65,6 +70,9 @@ def serve(fake: Fake):
                 fake.bodies.append(request)
                 fake.running += 1
                 fake.peak = max(fake.peak, fake.running)
+                # what the server would observe between this request's tokens: slower with company
+                fake.itl_sum += (request["max_tokens"] - 1) * (0.02 if fake.running > 1 else 0.01)
+                fake.itl_count += request["max_tokens"] - 1
             n = request["max_tokens"]
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
@@ -110,7 +118,8 @@ def run(fake, **overrides):
 @pytest.fixture(scope="module")
 def lab():
     """One whole lab run against the fake: (the fake, its report)."""
-    fake = Fake(preemptions=(3, 5))  # before experiment 2: 3 (+1 on the idle engine), from then on: 5 (+1)
+    # before experiments 1 and 2: 3 (+1 on the idle engine), from then on: 5 (+1)
+    fake = Fake(preemptions=(3, 3, 5))
     server, fake.url = serve(fake)
     try:
         yield fake, run(fake)
@@ -147,6 +156,16 @@ def test_the_metrics_of_this_model_are_summed_over_engines_and_preemptions_are_t
     _fake, report = lab
     assert max(p["running"] for p in report["series"]) <= 8, "the other model's 50 running are not ours"
     assert report["preemptions"] == {"before": 4.0, "after": 6.0, "delta": 2}
+
+
+def test_experiment_2_reports_the_servers_own_time_between_tokens_alone_and_together(lab):
+    """From the server's inter-token histogram, scraped around experiment 1 and around experiment
+    2: the engine's side of the comparison, without this client's share."""
+    _fake, report = lab
+    itl = report["concurrent"]["server_token_interval"]
+    assert itl["metric"] == "vllm:inter_token_latency_seconds"
+    assert itl["alone_ms"] == pytest.approx(10.0) and itl["together_ms"] == pytest.approx(20.0, rel=0.15)
+    assert any("a token every 10.00 ms alone" in line for line in report["script"])
 
 
 def test_3b_puts_the_time_at_the_very_front_of_the_system_prompt(lab):

@@ -73,6 +73,15 @@ def test_every_row_says_how_to_read_it_and_which_section_it_checks(sample_report
     assert "읽는 법 §3.3의 예측" in text and "(§4.3)" in text
 
 
+def test_experiment_2_shows_the_servers_own_token_interval_beside_the_clients_when_the_server_has_it(sample_report):
+    assert "서버가 직접 잰 값" not in _row(sample_report, "2")["reading"]  # an older report, or a server without it
+    sample_report["concurrent"]["server_token_interval"] = {
+        "alone_ms": 1.89, "together_ms": 2.48, "metric": "vllm:inter_token_latency_seconds"}
+    reading = _row(sample_report, "2")["reading"]
+    assert "서버가 직접 잰 값(vllm:inter_token_latency_seconds)" in reading
+    assert "혼자일 때 1.89 ms, 8건이 함께일 때 2.48 ms" in reading and "속도의 76%로" in reading
+
+
 def test_a_measurement_that_cannot_show_the_point_is_flagged(sample_report):
     assert "표본이 2개뿐" in _row(sample_report, "4")["warning"]  # experiment 2 shorter than the sampling
     sample_report["series"] = [{"time": f"10:00:05.{i}0", "t": i / 10, "running": 1.0, "waiting": 0.0, "kv": 0.1}
