@@ -84,7 +84,7 @@ def test_an_abort_after_queued_outputs_still_ends_a_reader_that_fell_behind(loop
             await asyncio.sleep(0.02)
         return out
 
-    last = asyncio.run(asyncio.wait_for(main(), 20))
+    last = run_in_fresh_loop(lambda: asyncio.wait_for(main(), 20))
     assert last.finished and last.finish_reason == "abort"
 
 
