@@ -253,9 +253,14 @@ def limits_cache(http_workers: int, caches: dict) -> dict:
         if "OPTIONS" in shared:  # counted, or refused with an error: never waved through
             shared["OPTIONS"] = {**shared["OPTIONS"], "IGNORE_EXCEPTIONS": False}
         return shared
+    import atexit
+    import shutil
     import tempfile
 
-    folder = os.environ.setdefault("COURSEAPP_LIMITS_DIR", tempfile.mkdtemp(prefix="courseapp-limits-"))
+    folder = os.environ.get("COURSEAPP_LIMITS_DIR")
+    if folder is None:  # this process makes it (its spawned workers inherit it): it goes when we do
+        folder = os.environ["COURSEAPP_LIMITS_DIR"] = tempfile.mkdtemp(prefix="courseapp-limits-")
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
     return {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache", "LOCATION": folder,
             "OPTIONS": {"MAX_ENTRIES": 100_000}}
 

@@ -21,6 +21,21 @@ def test_rate_counts_live_where_every_answering_process_sees_them(monkeypatch, t
     assert shared["BACKEND"].endswith("FileBasedCache") and shared["LOCATION"] == str(tmp_path)
 
 
+def test_the_counts_folder_a_process_makes_is_removed_when_it_exits_and_only_by_it(monkeypatch, tmp_path):
+    import atexit
+
+    exits = []
+    monkeypatch.setattr(atexit, "register", lambda f, *a, **k: exits.append((f, a, k)))
+    monkeypatch.delenv("COURSEAPP_LIMITS_DIR", raising=False)
+    made = limits_cache(2, LOCMEM)["LOCATION"]
+    assert os.path.isdir(made) and os.environ["COURSEAPP_LIMITS_DIR"] == made
+    (f, args, kwargs), = exits
+    f(*args, **kwargs)  # what exit will do
+    assert not os.path.exists(made)
+    monkeypatch.setenv("COURSEAPP_LIMITS_DIR", str(tmp_path))  # a worker: its parent's folder
+    assert limits_cache(2, LOCMEM)["LOCATION"] == str(tmp_path) and len(exits) == 1
+
+
 def test_sessions_are_kept_in_the_cache_every_answering_process_sees():
     """Its limits_cache: a logout answered by one process ends the session for all of them."""
     assert settings.SESSION_ENGINE == "courseapp.session_store"
