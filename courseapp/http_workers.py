@@ -10,8 +10,8 @@ answer; everything that touches the demo's engine host, the in-memory channel la
 process-local counter (demo runs, accounts and their throttles, the admin, static files) stays in
 the ASGI process (http_threads.py). `HTTP_WORKER_PATHS` says which is which.
 
-What the workers share with the ASGI process lives in the database: sessions (the `db` engine,
-not a per-process cache), learners, attempts. Content edits reach a worker within
+What the workers share with the ASGI process lives in the database — learners, attempts — and in
+the cache every process sees: sessions (the database behind them) and rate limits. Content edits reach a worker within
 OUTLINE_RECHECK_SECONDS (lessons/outline.py). A worker that dies costs at most the POST it was
 running (503, with the reason logged); a GET is asked again of another worker, and so is any
 request it had not begun; a new worker takes its place. Workers exit with their parent, even
@@ -112,7 +112,7 @@ def _answer_requests(channel: socket.socket, serve) -> None:
         except Exception as exc:  # Django turns a view's errors into responses: this is rarer
             logger.exception("An HTTP worker failed to serve a request.")
             answer = (False, f"{type(exc).__name__}: {exc}")
-        data = pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL)
+        data = pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL)  # pragma: no mutate (any protocol both ends read: the highest is the fastest)
         channel.sendall(_HEADER.pack(len(data)) + data)
 
 
@@ -170,10 +170,11 @@ class WorkerPool:
         # again; a POST may have written before its worker died, so it is not run twice.
         self._attach()
         safe = environ.get("REQUEST_METHOD") in ("GET", "HEAD")
-        message = pickle.dumps((environ, body), protocol=pickle.HIGHEST_PROTOCOL)
-        for _ in range(3):
+        message = pickle.dumps((environ, body), protocol=pickle.HIGHEST_PROTOCOL)  # pragma: no mutate (any protocol both ends read: the highest is the fastest)
+        for attempt in range(3):
             future = self._loop.create_future()
-            self._pending.append((message, future))
+            # asked again, it keeps its place: ahead of those that came after it
+            (self._pending.appendleft if attempt else self._pending.append)((message, future))
             self._dispatch()
             try:
                 ok, answer = pickle.loads(await future)
@@ -237,7 +238,8 @@ class WorkerPool:
         if worker not in self._pool:
             return
         self._pool.remove(worker)
-        worker.process.join(0)
+        # its end of the socket closed as it exited: wait the moment it takes to have its exit code for the log
+        worker.process.join(1)  # pragma: no mutate (a dead worker: any wait that outlasts its exit is the same)
         logger.error("An HTTP worker process died (%s, exit code %s); starting a new one.", why, worker.process.exitcode)
         if worker.writer is not None:
             worker.writer.close()
@@ -257,6 +259,7 @@ class WorkerPool:
         self._connect(fresh)
 
     def _reap(self, process) -> None:
+        # pragma: no mutate block (a worker still exiting: reaped here, or by the next worker's start, multiprocessing's own clean-up)
         process.join(0)
         if process.exitcode is None:
             self._loop.call_later(1, self._reap, process)
