@@ -128,7 +128,7 @@ class FrameMirror:
     delta that does not follow the last seq is refused until the next snapshot."""
 
     def __init__(self):
-        self.seq = 0
+        self.seq = 0  # pragma: no mutate (while state is None every delta is refused, whatever seq says)
         self.state: dict | None = None
         self._text: tuple[int, str] | None = None
 
@@ -170,8 +170,9 @@ class EndedPictures:
             return
         with self._lock:
             self._pictures[run_id] = latest
+            self._pictures.move_to_end(run_id)  # kept again: it is the latest to end
             while len(self._pictures) > self.kept:
-                self._pictures.popitem(last=False)
+                self._pictures.popitem(last=False)  # pragma: no mutate (last=None is false too)
 
     def get(self, run_id: str) -> tuple[int, str] | None:
         return self._pictures.get(run_id)
@@ -185,7 +186,7 @@ def _snapshot_text(cached: tuple[int, str] | None, seq: int, state: dict) -> tup
 
 
 def encode_text(message: dict) -> str:
-    return json.dumps(message, ensure_ascii=False, separators=(",", ":"))
+    return json.dumps(message, ensure_ascii=False, separators=(",", ":"))  # pragma: no mutate (ensure_ascii=None is false too)
 
 
 class TraceRecorder:
@@ -195,7 +196,7 @@ class TraceRecorder:
         self.max_frames = max_frames
         self.base = None
         self.deltas: list = []
-        self._last = None
+        self._last = None  # pragma: no mutate (read only after the first frame has set it)
 
     def __len__(self) -> int:
         return 0 if self.base is None else 1 + len(self.deltas)
@@ -218,6 +219,7 @@ class TraceRecorder:
 
 def pack(base, deltas) -> bytes:
     body = json.dumps({"v": 1, "base": base, "deltas": deltas}, ensure_ascii=False, separators=(",", ":"))
+    # level 6: a speed/size trade-off (any level reads back the same); mtime 0: the same run, the same bytes
     return gzip.compress(body.encode(), compresslevel=6, mtime=0)
 
 

@@ -273,6 +273,7 @@ def test_recv_exactly_waits_for_every_byte_and_says_none_when_the_peer_left():
     ours, theirs = socket.socketpair()
     ours.sendall(b"abc")
     sender = threading.Timer(0.1, lambda: ours.sendall(b"defg"))
+    sender.daemon = True  # a failing test must not wait for it
     sender.start()
     assert http_workers._recv_exactly(theirs, 6) == b"abcdef"
     sender.join()

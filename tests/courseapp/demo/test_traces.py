@@ -1,5 +1,7 @@
 """Traces: deltas that rebuild every frame exactly, and every preset's run stored in ≤ 1 MB."""
 
+import gzip
+
 import pytest
 
 from courseapp.demo import presets, services, traces
@@ -89,3 +91,73 @@ def test_every_preset_run_is_stored_in_at_most_a_megabyte(name, settings):
     assert len(stored) == len(session.trace) > 10
     final = watcher.frames[-1]["lanes"]
     assert stored[-1]["lanes"] == final  # the replay ends on the picture the run ended on
+
+
+# Live frames: what a viewer that joins late, or fell behind, is given.
+
+def test_a_stream_numbers_its_messages_and_a_late_viewer_gets_the_latest_picture_whole():
+    stream = traces.FrameStream()
+    assert stream.snapshot() is None and stream.snapshot_text() is None, "no frame yet: nothing to show"
+    first = {"lanes": [{"step": 0, "name": "큐"}]}
+    second = {"lanes": [{"step": 1, "name": "큐"}]}
+    assert stream.encode(first, sent_at=1.5) == {**first, "type": "snapshot", "seq": 1, "sent_at": 1.5}
+    delta = stream.encode(second, sent_at=2.5)
+    assert delta == {"type": "delta", "seq": 2, "sent_at": 2.5, "d": traces.diff(first, second)}
+    assert stream.snapshot() == {**second, "type": "snapshot", "seq": 2}
+    seq, text = stream.snapshot_text()
+    assert seq == 2 and text == '{"lanes":[{"step":1,"name":"큐"}],"type":"snapshot","seq":2}', "compact JSON, Korean as is"
+    assert stream.snapshot_text()[1] is text, "made once per frame, however many viewers ask"
+    stream.encode(first, sent_at=3.0)
+    assert stream.snapshot_text() == (3, '{"lanes":[{"step":0,"name":"큐"}],"type":"snapshot","seq":3}')
+
+
+def test_a_mirror_follows_the_stream_refuses_a_gap_and_is_repaired_by_a_snapshot():
+    stream, mirror = traces.FrameStream(), traces.FrameMirror()
+    assert mirror.snapshot_text() is None
+    pictures = [{"step": n, "timeline": "P" + "D" * n} for n in range(4)]
+    messages = [stream.encode(p, sent_at=float(n)) for n, p in enumerate(pictures)]
+    assert mirror.apply(messages[0]) and mirror.apply(messages[1])
+    assert mirror.state == pictures[1] and mirror.seq == 2
+    assert mirror.snapshot_text() == (2, traces.encode_text({**pictures[1], "type": "snapshot", "seq": 2}))
+    assert mirror.snapshot_text()[1] is mirror.snapshot_text()[1], "made once per frame, however many viewers ask"
+    assert not mirror.apply(messages[3]), "seq 4 after 2: a gap"
+    assert mirror.state is None and mirror.snapshot_text() is None
+    assert not mirror.apply(messages[2]), "still broken: only a snapshot repairs it"
+    assert not mirror.apply({"type": "hello", "seq": 3})
+    assert mirror.apply(stream.snapshot())
+    assert mirror.state == pictures[3] and mirror.seq == 4
+
+
+def test_ended_pictures_keep_the_latest_runs_up_to_their_number():
+    ended = traces.EndedPictures(kept=2)
+    ended.keep("a", (5, "A"))
+    ended.keep("b", None)  # a run that never drew a frame
+    ended.keep("b", (1, "B"))
+    ended.keep("a", (6, "A2"))  # a run kept again moves to its latest picture
+    assert ended.get("a") == (6, "A2") and ended.get("b") == (1, "B")
+    ended.keep("c", (9, "C"))
+    assert [ended.get(r) for r in "abc"] == [(6, "A2"), None, (9, "C")], "the one kept longest ago goes"
+    assert traces.EndedPictures().kept == 100
+
+
+def test_a_recorder_keeps_its_first_frames_up_to_its_limit_as_the_smallest_deltas():
+    recorder = traces.TraceRecorder(max_frames=3)
+    assert len(recorder) == 0 and recorder.packed() is None
+    pictures = [{"timeline": "P" + "D" * n} for n in range(5)]
+    for n, picture in enumerate(pictures):
+        recorder.add(picture)
+        assert len(recorder) == min(n + 1, 3)
+    assert recorder.deltas == [[1, {"timeline": [3, "D"]}, []]] * 2, "each step stored as what it gained"
+    assert traces.frames(recorder.packed()) == pictures[:3]
+
+
+def test_a_stored_trace_is_compact_reproducible_json_in_gzip():
+    base, deltas = {"name": "선점", "blocks": [1, 2]}, [[1, {"name": [3, "!"]}, []]]
+    packed = traces.pack(base, deltas)
+    assert packed == traces.pack(base, deltas) and packed[4:8] == b"\0\0\0\0", "no time in the gzip header: same run, same bytes"
+    body = gzip.decompress(packed)
+    assert body == '{"v":1,"base":{"name":"선점","blocks":[1,2]},"deltas":[[1,{"name":[3,"!"]},[]]]}'.encode(), \
+        "Korean as UTF-8, no spaces"
+    assert traces.unpack(packed) == {"v": 1, "base": base, "deltas": deltas}
+    assert traces.unpack(None) == traces.unpack(b"") == {"v": 1, "base": None, "deltas": []}, "what replay serves for a run without frames"
+    assert traces.frames(None) == [] and traces.last_frame(None) is None
