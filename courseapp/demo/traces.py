@@ -48,6 +48,7 @@ def diff(old, new):
 def _shifted(old: str, new: str) -> int:
     """How many characters dropped from old's front make it a prefix of new (0: none does). The
     few likely shifts are tried, a timeline's one to a few steps."""
+    # (from 0 would be the same: a new that starts with old never gets here)
     for dropped in range(1, min(len(old) - 1, 64) + 1):
         if new.startswith(old[dropped:]):
             return dropped
@@ -82,7 +83,7 @@ def patch(value, delta):
 
 def _snapshot(value):
     """A deep, JSON-shaped copy: frames share live, mutable state with the engine's lane."""
-    return json.loads(json.dumps(value, ensure_ascii=False))
+    return json.loads(json.dumps(value, ensure_ascii=False))  # pragma: no mutate (ASCII escapes read back the same)
 
 
 class FrameStream:

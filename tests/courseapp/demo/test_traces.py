@@ -161,3 +161,31 @@ def test_a_stored_trace_is_compact_reproducible_json_in_gzip():
     assert traces.unpack(packed) == {"v": 1, "base": base, "deltas": deltas}
     assert traces.unpack(None) == traces.unpack(b"") == {"v": 1, "base": None, "deltas": []}, "what replay serves for a run without frames"
     assert traces.frames(None) == [] and traces.last_frame(None) is None
+
+
+def test_a_delta_is_the_smallest_of_its_kinds():
+    # a value of another type is sent whole
+    assert traces.diff({"a": 1}, [1]) == [0, [1]] and traces.diff([1], {"a": 1}) == [0, {"a": 1}]
+    assert traces.diff("ab", 5) == [0, 5] and traces.diff(5, "ab") == [0, "ab"]
+    # a list item that changed a little is sent as its own delta
+    assert traces.diff([{"a": 1, "b": 2}, 7], [{"a": 1, "b": 3}, 7]) == [2, 2, {"0": [1, {"b": [0, 3]}, []]}]
+    # up to half the items and one more changed: item by item; more: the whole list
+    old = list(range(6))
+    four = [10, 11, 12, 13, 4, 5]
+    five = [10, 11, 12, 13, 14, 5]
+    assert traces.diff(old, four) == [2, 6, {str(i): [0, 10 + i] for i in range(4)}]
+    assert traces.diff(old, five) == [0, five]
+
+
+def test_a_timeline_shift_is_found_up_to_64_characters_keeping_at_least_one():
+    assert traces.diff("abc", "cX") == [4, 2, "X"]
+    assert traces.diff("abc", "XY") == [0, "XY"], "nothing of the old kept: sent whole"
+    long = "".join(chr(0xAC00 + i) for i in range(100))  # 100 distinct syllables
+    assert traces.diff(long, long[64:] + "끝") == [4, 64, "끝"]
+    assert traces.diff(long, long[65:] + "끝") == [0, long[65:] + "끝"], "past 64: not searched"
+
+
+def test_patch_forgets_a_key_already_gone_and_names_a_delta_it_does_not_know():
+    assert traces.patch({"a": 1}, [1, {}, ["b"]]) == {"a": 1}
+    with pytest.raises(ValueError, match=r"^unknown delta kind 9$"):
+        traces.patch({}, [9])
