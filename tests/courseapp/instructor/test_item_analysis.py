@@ -102,3 +102,13 @@ def test_the_class_page_computes_them_from_first_attempts_with_the_options_chose
     kept = services.item_analysis_kept(cohort_id=cohort.pk, basis="first")
     again = client.post(reverse("instructor:items", args=[cohort.pk]))
     assert again.status_code == 302 and services.item_analysis_kept(cohort_id=cohort.pk, basis="first")["computed_at"] >= kept["computed_at"]
+
+
+def test_the_flags_hold_at_their_limits():
+    """Facility of exactly 0.2 is not "hard" and of exactly 0.9 not "easy"; five answers are not "few"."""
+    at_hard = item_stats(1, {n: {1: 1.0 if n == 0 else 0.0} for n in range(5)})  # 1 of 5
+    at_easy = item_stats(1, {n: {1: 0.0 if n == 0 else 1.0} for n in range(10)})  # 9 of 10
+    assert at_hard.facility == 0.2 and "hard" not in at_hard.flags
+    assert at_easy.facility == 0.9 and "easy" not in at_easy.flags
+    assert item_stats(1, {n: {1: 0.0} for n in range(5)}).flags == ["hard"]
+    assert item_stats(1, {n: {1: 1.0} for n in range(4)}).flags == ["easy", "few"]
