@@ -203,3 +203,22 @@ def test_create_api_token_prints_it_once_and_keeps_only_its_hash(two_classes):
     assert api(token)("get", "questions").status_code == 200
     schema = Client().get("/api/schema/").json()
     assert {"/api/v1/questions", "/api/v1/submissions", "/api/v1/gradebook"} <= set(schema["paths"])
+
+
+def test_a_learners_attempts_show_every_types_response_in_the_ids_questions_gave(two_classes):
+    """What a learner sent, read back from /learners/{id}/attempts, is what /questions let the
+    client send (opaque ids, never the authored ones), for each question type."""
+    call = api(token_for(two_classes[0]))
+    sent = {}
+    for question in Question.objects.order_by("order"):
+        if question.type in sent:
+            continue
+        sent[question.type] = api_response(question, right=False)
+        answer = call("post", "submissions", {"learner": "reader", "question": question.slug, "response": sent[question.type]})
+        assert answer.status_code == 201, answer.content
+        learner = answer.json()["learner_id"]
+    attempts = call("get", f"learners/{learner}/attempts").json()["items"]
+    shown = {Question.objects.get(slug=a["question"]).type: a["response"] for a in attempts}
+    assert set(shown) == {"single", "multi", "numeric", "short", "ordering", "matching"}
+    assert float(shown.pop("numeric")["value"]) == float(sent.pop("numeric")["value"]), "a number, stored as one"
+    assert shown == sent
