@@ -70,7 +70,7 @@ def rows_bucket(m: int) -> int:
     first time it sees it (~0.5 ms each); rounding the rows up — to a multiple of 8 up to 64,
     then of an eighth of the power of two below — keeps that to eight shapes per doubling, built
     once by FusedLlama.warm_up, for at most 7 more rows up to 64 and 12.5% more beyond."""
-    step = 8 if m <= 64 else 1 << (m.bit_length() - 4)
+    step = 8 if m <= 64 else 1 << (m.bit_length() - 4)  # pragma: no mutate (at 64 and 65 both rules give a step of 8)
     return -(-m // step) * step
 
 

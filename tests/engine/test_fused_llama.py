@@ -165,3 +165,25 @@ def test_a_checkpoint_with_attention_biases_gives_transformers_logits(tmp_path):
         with torch.inference_mode():
             expected = reference(input_ids=torch.tensor([req.all_token_ids])).logits[0, -1]
         torch.testing.assert_close(row, expected, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_rms_norm_is_transformers_own_with_its_weight_and_epsilon(tiny_llama, dtype):
+    """Small activations (where epsilon counts) and a weight that is not all ones (a fresh model's
+    is): float32 to rounding, bfloat16 bit for bit (transformers' order of rounding)."""
+    from transformers.models.llama.modeling_llama import LlamaRMSNorm
+
+    fused = load_model(tiny_llama).fused
+    dt = getattr(torch, dtype)
+    torch.manual_seed(3)
+    x = (torch.randn(5, 64) * 1e-3).to(dt)
+    reference = LlamaRMSNorm(64, eps=fused.eps).to(dt)
+    with torch.no_grad():
+        reference.weight.copy_(torch.rand(64) + 0.5)
+        expected = reference(x)
+    got = fused._rms(x, reference.weight.detach())
+    assert got.dtype == dt
+    if dt == torch.bfloat16:
+        assert torch.equal(got, expected)
+    else:
+        torch.testing.assert_close(got, expected, atol=1e-6, rtol=1e-5)
