@@ -5,7 +5,7 @@ from dataclasses import replace
 
 import pytest
 import torch
-from transformers import AutoModelForCausalLM, LlamaConfig
+from transformers import AutoModelForCausalLM, GPT2Config, LlamaConfig
 
 from engine import EngineConfig, LLMEngine
 from engine.fused_llama import supports
@@ -102,8 +102,14 @@ def test_transformers_forward_with_the_paged_attention_still_matches_generate(ti
 
 
 def test_supports_names_the_covered_architectures():
-    assert supports(AutoModelForCausalLM.from_config(LlamaConfig(**ARCHS["llama"]().to_diff_dict())))
-    assert not supports(AutoModelForCausalLM.from_config(LlamaConfig(**{**ARCHS["llama"]().to_diff_dict(), "mlp_bias": True})))
+    def llama(**changes):
+        return AutoModelForCausalLM.from_config(LlamaConfig(**{**ARCHS["llama"]().to_diff_dict(), **changes}))
+
+    assert supports(llama()) and supports(llama(hidden_act="swish"))
+    assert not supports(llama(mlp_bias=True))
+    assert not supports(llama(pretraining_tp=2)), "Llama 2's sliced matmuls are not what this forward computes"
+    assert not supports(llama(hidden_act="gelu"))
+    assert not supports(AutoModelForCausalLM.from_config(GPT2Config(n_embd=32, n_layer=1, n_head=2, vocab_size=64)))
     assert wrap_model(AutoModelForCausalLM.from_config(ARCHS["mistral"]())).fused is not None
 
 
@@ -118,6 +124,10 @@ def test_every_matmul_of_a_step_runs_on_the_packed_weights(tiny_llama, monkeypat
     # QKV, O, gate/up, down per layer, then the LM head on the one sampled row; five tokens and
     # one row each run as the 8-row bucket
     assert calls == [8] * (4 * layers) + [8]
+    calls.clear()
+    monkeypatch.setattr(engine.loaded.fused, "packed_linears", False)  # bench.throughput's comparison
+    engine.step()
+    assert calls == [], "none on the packed weights when packing is off"
 
 
 def test_row_buckets_and_the_warm_up_that_builds_them_once(tiny_models, monkeypatch):
