@@ -5,6 +5,7 @@ from dataclasses import replace
 
 import pytest
 import torch
+import torch.nn.functional as F
 from transformers import AutoModelForCausalLM, GPT2Config, LlamaConfig
 
 from engine import EngineConfig, LLMEngine
@@ -41,6 +42,7 @@ def test_a_mixed_step_gives_transformers_logits(tiny_models, arch, dtype, packed
     batch = engine.scheduler.schedule().scheduled
     assert sorted(n for _, n in batch) == [1, 1, len(ps[2])]
     reqs, logits, _ = engine.runner.execute(batch)
+    assert logits.shape[0] == len(reqs) == 3, "one row of logits a sampled request, none for the padding"
 
     dt = getattr(torch, dtype)
     reference = AutoModelForCausalLM.from_pretrained(path, dtype=dt, attn_implementation="sdpa").eval()
@@ -197,3 +199,18 @@ def test_rms_norm_is_transformers_own_with_its_weight_and_epsilon(tiny_llama, dt
         assert torch.equal(got, expected)
     else:
         torch.testing.assert_close(got, expected, atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("packed", [True, False])
+def test_a_linear_gives_f_linear_for_any_row_count_with_its_bias(packed):
+    """The packed matmul pads the rows to their bucket: what comes back is the real rows only."""
+    from engine.fused_llama import Linear
+
+    torch.manual_seed(5)
+    weight, bias = torch.randn(48, 32), torch.randn(48)
+    linear = Linear.of(weight, bias)
+    for rows in (1, 5, 8, 9, 70):
+        x = torch.randn(rows, 32)
+        got = linear(x, packed)
+        assert got.shape == (rows, 48)
+        torch.testing.assert_close(got, F.linear(x, weight, bias), atol=1e-5, rtol=1e-5)
