@@ -214,3 +214,19 @@ def test_a_linear_gives_f_linear_for_any_row_count_with_its_bias(packed):
         got = linear(x, packed)
         assert got.shape == (rows, 48)
         torch.testing.assert_close(got, F.linear(x, weight, bias), atol=1e-5, rtol=1e-5)
+
+
+def test_fusing_projections_of_which_some_have_a_bias_puts_zeros_for_the_others():
+    from torch import nn
+
+    from engine.fused_llama import _fuse
+
+    torch.manual_seed(2)
+    q, k, v = nn.Linear(8, 4), nn.Linear(8, 2, bias=False), nn.Linear(8, 2)
+    biases = (q.bias.detach().clone(), v.bias.detach().clone())
+    weight, bias = _fuse(q, k, v)
+    assert weight.shape == (8, 8)
+    assert torch.equal(bias, torch.cat([biases[0], torch.zeros(2), biases[1]]))
+    assert k.bias is None and v.bias.data_ptr() == bias[6:].data_ptr()
+    x = torch.randn(3, 8)
+    torch.testing.assert_close(F.linear(x, weight, bias), torch.cat([q(x), k(x), v(x)], dim=-1))
