@@ -5,6 +5,7 @@ English msgids, the Korean in locale/ko keeps §6's own terms."""
 import csv
 import io
 import textwrap
+import unicodedata
 
 from django.utils.translation import gettext as _
 
@@ -134,18 +135,29 @@ def preempt_lines(report: dict) -> list[str]:
     return [e["line"] for e in report.get("logs") or [] if "preempt" in e["line"].lower()]
 
 
+def _display_width(text: str) -> int:
+    """Columns a terminal gives the text: Hangul and other wide characters take two."""
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
 def as_text(report: dict, width: int = 100) -> str:
     """The report for a terminal: the launch command, the table (one block per row), the series,
     the log lines and the script's output."""
     experiment, condition, measured, output = columns()
+    reading = _("How to read it")
+    column = max(_display_width(label) for label in (condition, measured, reading)) + 2
+
+    def labelled(label: str, value: str) -> str:
+        return f"  {label}{' ' * (column - _display_width(label))}{value}"
+
     out = [f"{_('Launch command')}: {launch_command(report)}", ""]
     for row in rows(report):
         out.append(f"■ {row['experiment']}")
-        out.append(f"  {condition}    {row['condition']}")
-        out.append(f"  {measured}  {row['measure']}")
-        out.append(f"  {_('How to read it')} {row['reading']} (§{row['section_number']})")
+        out.append(labelled(condition, row["condition"]))
+        out.append(labelled(measured, row["measure"]))
+        out.append(labelled(reading, f"{row['reading']} (§{row['section_number']})"))
         if row["warning"]:
-            out.append(f"  ⚠ {row['warning']}")
+            out.append(labelled("⚠", row["warning"]))
         out.append(f"  {output}")
         for para in row["output"].splitlines() or [""]:
             out += textwrap.wrap(para, width, initial_indent="    ", subsequent_indent="    ") or ["    "]

@@ -1,6 +1,10 @@
 """The report as §6 asks for it: [실험 | 조건 | 측정값 | 출력 원문], the series, the log lines."""
 import csv
+import os
 import io
+from pathlib import Path
+
+import pytest
 
 from courseapp.lab import report
 from tests.courseapp.lab.conftest import measured
@@ -70,7 +74,7 @@ def test_every_row_says_how_to_read_it_and_which_section_it_checks(sample_report
     assert "블록(16토큰) 단위" in rows["3t"]["reading"], "16 cached tokens after the time stamp are explained"
     assert not rows["5"]["warning"]
     text = report.as_text(sample_report)
-    assert "읽는 법 §3.3의 예측" in text and "(§4.3)" in text
+    assert "읽는 법  §3.3의 예측" in text and "(§4.3)" in text
 
 
 def test_experiment_2_shows_the_servers_own_token_interval_beside_the_clients_when_the_server_has_it(sample_report):
@@ -103,7 +107,7 @@ def test_the_reading_lines_follow_the_interface_language(sample_report):
     with translation.override("en"):
         row = _row(sample_report, "2")
         assert row["reading"].startswith("§3.3 predicts:") and "2-core CPU" in row["warning"]
-        assert "How to read it §3.3 predicts" in report.as_text(sample_report)
+        assert "How to read it  §3.3 predicts" in report.as_text(sample_report)
     assert _row(sample_report, "2")["reading"].startswith("§3.3의 예측")
 
 
@@ -167,3 +171,24 @@ def test_static_against_continuous_batching_is_a_seventh_row_that_reads_section_
     flipped = _row(_with_batching(sample_report, continuous=(4.6, 3.0), static=(4.5, 2.9)), "7")
     assert flipped["warning"], "continuous no better than static here: the page says a run can be noise"
     assert all(r["id"] != "7" for r in report.rows(sample_report | {"batching": None})), "run_lab against vLLM has none"
+
+
+GOLDEN = Path(__file__).parent / "data"
+
+
+@pytest.mark.parametrize("language", ["ko", "en"])
+def test_the_downloaded_report_is_word_for_word_the_reviewed_one(sample_report, language):
+    """The text and CSV a learner downloads (§6.3's checklist is filled from them), every row,
+    reading line, warning, series and log line, word for word as reviewed in
+    tests/courseapp/lab/data/. A change of wording changes those files: run this test with
+    UPDATE_GOLDEN=1 to rewrite them, and review their diff like any other change."""
+    from django.utils import translation
+
+    rep = _with_batching(_with_sweep(sample_report))
+    with translation.override(language):
+        made = {"txt": report.as_text(rep), "csv": report.as_csv(rep)}
+    for kind, text in made.items():
+        path = GOLDEN / f"report-{language}.{kind}"
+        if os.environ.get("UPDATE_GOLDEN"):
+            path.write_text(text, encoding="utf-8", newline="")
+        assert text == path.read_bytes().decode(), f"{path.name} differs (UPDATE_GOLDEN=1 rewrites it)"
