@@ -176,6 +176,14 @@ def test_static_against_continuous_batching_is_a_seventh_row_that_reads_section_
 GOLDEN = Path(__file__).parent / "data"
 
 
+@pytest.fixture
+def english():
+    from django.utils import translation
+
+    with translation.override("en"):
+        yield
+
+
 @pytest.mark.parametrize("language", ["ko", "en"])
 def test_the_downloaded_report_is_word_for_word_the_reviewed_one(sample_report, language):
     """The text and CSV a learner downloads (§6.3's checklist is filled from them), every row,
@@ -192,3 +200,48 @@ def test_the_downloaded_report_is_word_for_word_the_reviewed_one(sample_report, 
         if os.environ.get("UPDATE_GOLDEN"):
             path.write_text(text, encoding="utf-8", newline="")
         assert text == path.read_bytes().decode(), f"{path.name} differs (UPDATE_GOLDEN=1 rewrites it)"
+
+
+@pytest.mark.usefixtures("english")
+def test_the_reading_lines_hold_at_their_limits(sample_report):
+    """Each warning starts just past its limit, and a run that produced nothing reads without failing."""
+    from courseapp.lab.reading import during_2, reading
+
+    def per_request(rate):  # the 8 requests of experiment 2 at this many tokens/s each
+        sample_report["concurrent"]["requests"] = [measured(str(i + 1), elapsed=200 / rate) for i in range(8)]
+        sample_report["concurrent"]["server_tokens_per_s"] = 8 * rate
+        return reading("2", sample_report)["warning"]
+
+    assert per_request(120.0) == "", "75 % of 160 tokens/s alone: not flagged"
+    assert "2-core CPU" in per_request(119.0)
+    sample_report["single"]["tokens_per_s"] = 0.0  # the first experiment measured nothing
+    assert "only 0.0×" in reading("2", sample_report)["warning"]
+    assert "This run: the server's total is 0.0× the single request's, each request averages 0% of it" in reading("2", sample_report)["reading"]
+
+    def cached(n):
+        sample_report["prefix"]["time"][1]["cached_tokens"] = n
+        return reading("3t", sample_report)
+
+    assert "whole blocks" in cached(32)["reading"] and not cached(32)["warning"]
+    assert "whole blocks" not in cached(33)["reading"] and cached(33)["warning"]
+    assert "whole blocks" not in cached(0)["reading"] and not cached(0)["warning"]
+
+    one = {"time": "t", "t": 0.0, "running": 2.0, "waiting": 0.0, "kv": 0.1}
+    assert during_2({"series": [one]}) == [one], "a single sample is kept"
+    assert during_2({"series": [one, one | {"t": 1.0}]}) == [one], "the last, taken after experiment 2, is not"
+    sample_report["series"] = [one] * 6
+    assert "at most 2 running" in reading("4", sample_report)["reading"] and not reading("4", sample_report)["warning"]
+    sample_report["series"] = [one | {"running": None}] * 6
+    assert "at most 0 running" in reading("4", sample_report)["reading"] and reading("4", sample_report)["warning"]
+
+
+@pytest.mark.usefixtures("english")
+def test_the_servers_own_interval_is_shown_only_when_both_sides_were_measured(sample_report):
+    from courseapp.lab.reading import reading
+
+    sample_report["concurrent"]["server_token_interval"] = {"alone_ms": 5.0, "together_ms": None}
+    assert "server's own measure" not in reading("2", sample_report)["reading"]
+    sample_report["concurrent"]["server_token_interval"] = {"alone_ms": 5.0, "together_ms": 8.0}
+    text = reading("2", sample_report)["reading"]
+    assert text.startswith("§3.3 predicts") and "(inter-token latency): a token every 5.00 ms alone and 8.00 ms" in text
+    assert "decoded at 62% of its rate alone" in text
