@@ -185,7 +185,7 @@ def test_experiment_7_sends_the_same_mixed_batch_to_both_engines(lab):
     server_c, fake.url = serve(fake)
     server, static.url = serve(static)
     try:
-        report = run(fake, batching_urls={"continuous": fake.url, "static": static.url})
+        report = run(fake, batching_urls={"continuous": fake.url, "static": static.url + "/"})  # a URL as pasted
     finally:
         server.shutdown()
         server_c.shutdown()
@@ -196,5 +196,28 @@ def test_experiment_7_sends_the_same_mixed_batch_to_both_engines(lab):
     for mode in ("continuous", "static"):
         m = b[mode]
         assert len(m["requests"]) == 12 and m["total_tokens"] == 4 * 40 + 8 * 5
+        # every third, from the first, to max_tokens: the long answers start with the batch
+        assert {r["label"]: r["completion_tokens"] for r in m["requests"]} == {
+            f"{mode[0]}{i + 1}": 40 if i % 3 == 0 else 5 for i in range(12)}
         shorts = [r["elapsed"] for r in m["requests"] if r["completion_tokens"] == 5]
         assert m["short_mean_latency_s"] == pytest.approx(sum(shorts) / 8)
+
+
+def test_a_failure_is_explained_in_the_learners_words_quoting_only_an_openai_error():
+    import httpx2 as httpx  # what the openai client uses
+    from openai import APIConnectionError, APIStatusError
+
+    request = httpx.Request("POST", "http://127.0.0.1:8000/v1/chat/completions")
+
+    def status(code, **body):
+        return APIStatusError("x", response=httpx.Response(code, request=request, **body), body=None)
+
+    assert experiments._explain(status(400, json={"error": {"message": "max_tokens is too large"}})) == \
+        "the server answered 400: max_tokens is too large"
+    long = experiments._explain(status(422, json={"error": {"message": "가" * 400}}))
+    assert long == "the server answered 422: " + "가" * 300, "a long message is cut at 300 characters"
+    assert experiments._explain(status(502, text="<html>bad gateway</html>")) == \
+        "the server answered 502, not with an OpenAI-style error (is the base URL right?)", "a stranger's page is not echoed"
+    assert experiments._explain(APIConnectionError(request=request)) == \
+        "could not reach the server (is it running, and is the base URL right?)"
+    assert experiments._explain(ValueError("no choices in the answer")) == "ValueError: no choices in the answer"
