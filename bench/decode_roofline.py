@@ -58,13 +58,13 @@ def main(argv=None):
     meta, ids, positions, _, sample_rows, _ = runner.prepare(batch)
     forward = best_ms(lambda: fused(ids, positions, meta, sample_rows), args.calls)
     rows, t = len(batch), ids.shape[0]
-    x = {n: torch.randn(rows_bucket(rows), n) for n in {fused.embed.shape[1], fused.layers[0].down.weight.shape[1]}}
+    x = {n: torch.randn(rows_bucket(rows), n) for n in {fused.lm_head.weight.shape[1], fused.layers[0].down.weight.shape[1]}}
 
     def matmuls():
         for layer in fused.layers:
             for lin in (layer.qkv, layer.o, layer.gate_up, layer.down):
                 lin(x[lin.weight.shape[1]])
-        fused.lm_head(x[fused.embed.shape[1]][:rows])
+        fused.lm_head(x[fused.lm_head.weight.shape[1]][:rows])
 
     mm = best_ms(matmuls, args.calls)
     q = torch.randn(t, fused.num_heads, fused.head_dim)
