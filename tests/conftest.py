@@ -80,6 +80,18 @@ def lesson(db):
 
 
 @pytest.fixture(autouse=True)
+def _default_language():
+    """Each test starts in the site's default language: a request through the test client leaves
+    its language active in the thread (LocaleMiddleware never deactivates), so an English request
+    in one test turned the next test's Korean strings English, by test order alone."""
+    from django.utils import translation
+
+    translation.deactivate()
+    yield
+    translation.deactivate()
+
+
+@pytest.fixture(autouse=True)
 def _fresh_cache():
     """Sessions, throttles and rendered sections live in the cache, the lesson outline in the
     process: no test sees another's (a rolled-back edit sends no signal)."""
