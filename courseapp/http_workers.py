@@ -46,6 +46,8 @@ logger = logging.getLogger(__name__)
 IN_HAND = 2  # requests a worker holds: the one it runs and the next
 _HEADER = struct.Struct("!Q")  # a message's length, before it
 _READY = b"ready"  # a new worker's first message, once its Django is loaded
+REAP_POLL = 0.05  # seconds between looks at a dead worker's exit code
+REAP_PATIENCE = 5.0  # seconds a worker whose socket broke may live on before it is killed
 
 _wsgi_app = None  # in a worker: its Django
 
@@ -238,16 +240,13 @@ class WorkerPool:
         if worker not in self._pool:
             return
         self._pool.remove(worker)
-        # its end of the socket closed as it exited: wait the moment it takes to have its exit code for the log
-        worker.process.join(1)  # pragma: no mutate (a dead worker: any wait that outlasts its exit is the same)
-        logger.error("An HTTP worker process died (%s, exit code %s); starting a new one.", why, worker.process.exitcode)
         if worker.writer is not None:
             worker.writer.close()
         for n, future in enumerate(worker.jobs):
             if not future.done():
                 future.set_exception(_Died() if n == 0 else _NotRun())
         worker.jobs.clear()
-        self._reap(worker.process)
+        self._reap(worker.process, why)
         if worker.ready:
             self._start_another()
         else:
@@ -258,11 +257,17 @@ class WorkerPool:
         self._pool.append(fresh)
         self._connect(fresh)
 
-    def _reap(self, process) -> None:
-        # pragma: no mutate block (a worker still exiting: reaped here, or by the next worker's start, multiprocessing's own clean-up)
+    def _reap(self, process, why: str, waited: float = 0.0) -> None:
+        """Log a dead worker's exit code once it has one (its socket closes a moment before it
+        exits), looking again every REAP_POLL seconds rather than waiting in the event loop; one
+        whose socket broke while it lives on is of no use and is stopped after REAP_PATIENCE."""
         process.join(0)
         if process.exitcode is None:
-            self._loop.call_later(1, self._reap, process)
+            if waited >= REAP_PATIENCE:
+                process.kill()
+            self._loop.call_later(REAP_POLL, self._reap, process, why, waited + REAP_POLL)
+            return
+        logger.error("An HTTP worker process died (%s, exit code %s); starting a new one.", why, process.exitcode)
 
     def close(self) -> None:
         for worker in self._pool:

@@ -51,14 +51,21 @@ def stillborn_worker(channel: socket.socket, log: str) -> None:
     os._exit(3)
 
 
+def severed_worker(channel: socket.socket, log: str) -> None:
+    """Says ready, closes its socket and lives on (a worker whose connection broke)."""
+    channel.sendall(http_workers._HEADER.pack(len(http_workers._READY)) + http_workers._READY)
+    channel.close()
+    signal.pause()
+
+
 class FakePool(WorkerPool):
-    def __init__(self, log: Path, workers: int = 1, stillborn: int = 0):
-        self.log, self.stillborn, self.spawned = str(log), stillborn, []  # spawned: (monotonic time, pid)
+    def __init__(self, log: Path, workers: int = 1, stillborn: int = 0, first=stillborn_worker):
+        self.log, self.stillborn, self.first, self.spawned = str(log), stillborn, first, []  # spawned: (monotonic time, pid)
         super().__init__(workers=workers, paths=".*", settings_module="", databases={})
 
     def _spawn(self) -> _Worker:
         ours, theirs = socket.socketpair()
-        target = stillborn_worker if len(self.spawned) < self.stillborn else fake_worker
+        target = self.first if len(self.spawned) < self.stillborn else fake_worker
         process = self._context.Process(target=target, args=(theirs, self.log), daemon=True)
         process.start()
         self.spawned.append((time.monotonic(), process.pid))
@@ -103,6 +110,7 @@ def test_a_dead_worker_fails_only_the_post_it_was_running_and_the_rest_run_once_
         os.kill(dead.process.pid, signal.SIGKILL)
         answers = await asyncio.wait_for(asyncio.gather(running, waiting, third), 20)
         assert dead.writer.is_closing(), "the dead worker's socket is closed"
+        await until(lambda: caplog.records)  # logged once its exit code is known, without waiting in the loop
         return answers
 
     try:
@@ -198,7 +206,11 @@ def test_a_worker_that_dies_before_it_is_ready_is_replaced_a_second_later_and_th
     pool = FakePool(log, stillborn=1)
     try:
         with caplog.at_level(logging.ERROR, logger="courseapp.http_workers"):
-            answer = run_in_fresh_loop(lambda: pool.serve(request("GET", "/page"), b""), timeout=45)
+            async def scene():
+                answer = await pool.serve(request("GET", "/page"), b"")
+                await until(lambda: caplog.records)
+                return answer
+            answer = run_in_fresh_loop(scene, timeout=45)
     finally:
         pool.close()
     assert answer == ("200 OK", [], b"/page")
@@ -222,6 +234,7 @@ def test_a_worker_found_dead_while_idle_gives_its_request_to_another(tmp_path, c
         # both hold nothing: the dispatcher may pick the dead one first, sees it is gone, and
         # gives the request to the live one at once
         answers = await asyncio.wait_for(asyncio.gather(*(pool.serve(request("GET", f"/{n}"), b"") for n in range(4))), 20)
+        await until(lambda: caplog.records)
         return idle.process.pid, answers
 
     try:
@@ -232,6 +245,31 @@ def test_a_worker_found_dead_while_idle_gives_its_request_to_another(tmp_path, c
     assert answers == [("200 OK", [], f"/{n}".encode()) for n in range(4)]
     assert all(pid != dead_pid for pid, what in begun_by(log) if what != "GET /warm")
     assert len(caplog.records) == 1 and "exit code -9" in caplog.records[0].getMessage()
+
+
+def test_a_worker_whose_socket_broke_while_it_lives_on_is_stopped_and_its_exit_logged(tmp_path, caplog, monkeypatch):
+    monkeypatch.setattr(http_workers, "REAP_PATIENCE", 1.0)
+    log = tmp_path / "begun.txt"
+    pool = FakePool(log, stillborn=1, first=severed_worker)
+
+    async def scene():
+        severed = pool._pool[0].process
+        answer = await pool.serve(request("GET", "/page"), b"")
+        # served by its replacement while it still lived: the loop did not wait for it
+        assert severed.is_alive() and not caplog.records
+        await until(lambda: caplog.records)
+        return severed, answer
+
+    try:
+        with caplog.at_level(logging.ERROR, logger="courseapp.http_workers"):
+            severed, answer = run_in_fresh_loop(scene, timeout=45)
+    finally:
+        pool.close()
+    assert answer == ("200 OK", [], b"/page") and not severed.is_alive()
+    # its socket's end reads as a short read, or as a broken pipe if the request was on its way to it
+    [record] = caplog.records
+    assert re.fullmatch(r"An HTTP worker process died \((IncompleteReadError|BrokenPipeError|ConnectionResetError), "
+                        r"exit code -9\); starting a new one\.", record.getMessage())
 
 
 # The worker's side of the socket, in this process (a thread stands in for the worker process).
