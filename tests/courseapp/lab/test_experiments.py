@@ -14,8 +14,8 @@ import pytest
 from courseapp.lab import experiments
 from courseapp.lab.experiments import LabSettings
 
-TTFT_S = 0.08  # before the first text chunk
-TOKEN_S = 0.01  # between chunks: an answer of 40 lasts at least 0.48 s
+TTFT_S = 0.03  # before the first text chunk
+TOKEN_S = 0.004  # between chunks: an answer of 40 lasts at least 0.19 s
 
 
 class Fake:
