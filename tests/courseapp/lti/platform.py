@@ -92,7 +92,9 @@ class Platform:
         assert auth_redirect.startswith(self.auth_url), auth_redirect
         launch = _Launch(_Request(params), self.conf)
         launch.set_user_data(user_id, roles, full_name=f"학생 {user_id}", email_address=f"{user_id}@example.ac.kr")
-        launch.set_launch_context_claim(context[0], context_title=context[1],
+        # (id, title) or (id, title, label); an empty title or label is left out of the claim
+        launch.set_launch_context_claim(context[0], context_title=context[1] or None,
+                                        context_label=(context[2] if len(context) > 2 else None) or None,
                                         context_types=["http://purl.imsglobal.org/vocab/lis/v2/course#CourseOffering"])
         launch.set_resource_link_claim(resource_link, title="21차시")
         if custom:

@@ -382,6 +382,9 @@ def test_the_registration_page_shows_the_tools_urls_and_keys_to_instructors(plat
     registration = LtiRegistration.objects.get()
     assert SERVER + reverse("lti:launch") in page and SERVER + reverse("lti:jwks") in page
     assert SERVER + reverse("lti:login", args=[registration.uuid]) in page
+    # the pattern an LMS asks for, with a placeholder where each registration's id goes
+    login_pattern = SERVER + reverse("lti:login", args=["00000000-0000-0000-0000-000000000000"])
+    assert login_pattern.replace("00000000-0000-0000-0000-000000000000", "&lt;registration-uuid&gt;") in page
     assert Key.objects.as_jwks()["keys"][0]["kid"] in page
     assert Client().get(reverse("lti:jwks")).json() == Key.objects.as_jwks()
 
@@ -510,3 +513,68 @@ def test_the_embedded_sender_resumes_what_was_left_unsent_when_it_starts(setting
         assert sender._thread.daemon
     finally:
         lms.close()
+
+
+@pytest.mark.parametrize("context, name", [
+    (("course-2", "LLM 서빙 2026", "LLM101"), "LLM 서빙 2026"),
+    (("course-3", "", "LLM101"), "LLM101"),
+    (("course-4", "", ""), "LMS course-4"),
+])
+def test_a_courses_class_is_named_by_its_title_else_its_label_else_its_id(platform, context, name):
+    launch(Client(), platform, "stu-1", context=context)
+    assert list(Cohort.objects.values_list("name", flat=True)) == [name]
+
+
+def test_send_again_leaves_a_sent_passback_alone(platform):
+    """Mutant: "send again" sets a passback that was sent back to pending (sent twice)."""
+    teacher = Client()
+    passback = _pending_passback(Client(), platform)
+    assert services.passback_send(passback_id=passback.pk) is None
+    launch(teacher, platform, "prof-1", roles=(INSTRUCTOR,))
+    teacher.post(reverse("lti:passback-retry", args=[passback.placement.cohort_id, passback.pk]))
+    passback.refresh_from_db()
+    assert passback.status == Passback.Status.SENT and passback.tries == 1 and len(platform.scores) == 1
+
+
+def test_a_sent_or_failed_passback_is_never_stalled_whatever_its_times_say(platform):
+    """Mutant: the sweep takes any row with an old next_try_at, sent ones too (a score sent again
+    on every sweep)."""
+    passback = _pending_passback(Client(), platform)
+    long_ago = timezone.now() - 10 * services.sending_lease()
+    for status in (Passback.Status.SENT, Passback.Status.FAILED):
+        Passback.objects.filter(pk=passback.pk).update(status=status, next_try_at=long_ago)
+        assert services.passbacks_stalled() == []
+    Passback.objects.filter(pk=passback.pk).update(status=Passback.Status.PENDING)
+    assert services.passbacks_stalled() == [passback.pk]
+
+
+def test_a_send_that_fails_after_a_newer_score_was_claimed_leaves_that_claim_alone(platform):
+    """Mutant: the failure is written over the row whatever score it now holds. A learner answers
+    while a send is on its way and a second sender claims the newer score; the first send then
+    fails: the second's claim stands (still sending, no try counted against it)."""
+    client = Client()
+    passback = _pending_passback(client, platform)
+    question = section_questions("s2")[1]
+
+    def newer_score_claimed_then_fail(_pb):
+        client.post(reverse("quizzes:submit", args=[question.slug]), {**right_form(question), "nonce": "during"})
+        assert services._claim(passback.pk) is not None  # the second sender takes the newer score
+        raise ConnectionError("the LMS went away")
+
+    services.passback_send(passback_id=passback.pk, post_score=newer_score_claimed_then_fail)
+    passback.refresh_from_db()
+    assert (passback.status, passback.tries, passback.score_given, passback.last_error) == (
+        Passback.Status.SENDING, 0, 2, "")
+
+
+def test_an_instructor_sees_the_grades_of_their_own_class_only_in_name_order(platform):
+    """Mutants: another class's passbacks listed; the list in no order (it is by name, not by
+    who launched first)."""
+    from courseapp.lti import selectors
+
+    for user_id, context in (("stu-b", ("course-1", "LLM 서빙 2026")), ("stu-a", ("course-1", "LLM 서빙 2026")),
+                             ("stu-x", ("course-2", "다른 과목"))):
+        launch(Client(), platform, user_id, context=context, resource_link=f"link-{context[0]}")
+    mine = Cohort.objects.get(name="LLM 서빙 2026")
+    listed = selectors.passbacks_of(mine)
+    assert [p.learner.user.first_name for p in listed] == ["학생 stu-a", "학생 stu-b"]
