@@ -118,3 +118,98 @@ def test_no_token_of_the_shipped_model_spans_more_characters_than_the_early_refu
     tokenizer = AutoTokenizer.from_pretrained(EngineConfig().model)
     longest = max(len(tokenizer.convert_tokens_to_string([token])) for token in tokenizer.get_vocab())
     assert longest <= protocol.MAX_CHARS_PER_TOKEN
+
+
+# /tokenize and /detokenize (vLLM's bodies), and logprobs in their three shapes. The e2e tests
+# (tests/e2e/test_serving_params.py) check them against transformers through a server; these hold
+# the shapes in the test process, where make mutation sees them (issue #34).
+
+def tokens_request(detokenize=False, **body):
+    return protocol.parse_tokens_request(json.dumps(body).encode(), detokenize=detokenize, served_model="munuibot")
+
+
+def test_a_tokenize_body_becomes_what_the_tokenizer_is_asked():
+    assert tokens_request(prompt="배송") == {
+        "tokenize": {"prompt": "배송", "add_special_tokens": True}, "return_token_strs": False}
+    assert tokens_request(model="munuibot", prompt="배송", add_special_tokens=False, return_token_strs=True) == {
+        "tokenize": {"prompt": "배송", "add_special_tokens": False}, "return_token_strs": True}
+    chat = [{"role": "user", "content": "배송"}]
+    assert tokens_request(messages=chat)["tokenize"] == {"messages": chat, "add_generation_prompt": True}
+    assert tokens_request(messages=chat, add_generation_prompt=False, add_special_tokens=False)["tokenize"] == {
+        "messages": chat, "add_generation_prompt": False}
+    assert tokens_request(True, tokens=[0, 5, 17]) == {"tokens": [0, 5, 17]}
+    assert tokens_request(True, model=None, tokens=[]) == {"tokens": []}
+    longest = "가" * (protocol.MAX_TOKENIZE_TOKENS * protocol.MAX_CHARS_PER_TOKEN)
+    assert tokens_request(prompt=longest)["tokenize"]["prompt"] == longest
+    assert len(tokens_request(True, tokens=[1] * protocol.MAX_TOKENIZE_TOKENS)["tokens"]) == protocol.MAX_TOKENIZE_TOKENS
+
+
+@pytest.mark.parametrize("detokenize, body, param, says", [
+    (False, {"model": "gpt-4o", "prompt": "x"}, "model", "gpt-4o"),
+    (False, {"prompt": "x", "temperature": 0}, "temperature",
+     "'temperature' is not supported here (it takes add_generation_prompt, add_special_tokens, messages, model, "
+     "prompt, return_token_strs)"),
+    (True, {"tokens": [1], "prompt": "x"}, "prompt", "'prompt' is not supported here (it takes model, tokens)"),
+    (False, {}, "prompt", "send either 'prompt' (a string) or 'messages' (a chat)"),
+    (False, {"prompt": "x", "messages": [{"role": "user", "content": "x"}]}, "prompt", "send either"),
+    (False, {"prompt": ["x"]}, "prompt", "'prompt' must be a string"),
+    (False, {"messages": [{"role": "user", "content": "x"}], "add_special_tokens": True}, "add_special_tokens",
+     "the chat template writes them"),
+    (False, {"prompt": "x", "add_special_tokens": "yes"}, "add_special_tokens", None),
+    (False, {"prompt": "x", "return_token_strs": 1}, "return_token_strs", None),
+    (False, {"prompt": "가" * (protocol.MAX_TOKENIZE_TOKENS * protocol.MAX_CHARS_PER_TOKEN + 1)}, "prompt",
+     f"the text is over {protocol.MAX_TOKENIZE_TOKENS * protocol.MAX_CHARS_PER_TOKEN} characters"),
+    (False, {"messages": [{"role": "user", "content": "가" * (protocol.MAX_TOKENIZE_TOKENS * protocol.MAX_CHARS_PER_TOKEN + 1)}]},
+     "prompt", "the text is over"),
+    (True, {}, "tokens", "'tokens' must be a list of token ids (integers ≥ 0)"),
+    (True, {"tokens": "1 2"}, "tokens", "must be a list"),
+    (True, {"tokens": [1, -1]}, "tokens", "must be a list"),
+    (True, {"tokens": [1, 2.5]}, "tokens", "must be a list"),
+    (True, {"tokens": [1] * (protocol.MAX_TOKENIZE_TOKENS + 1)}, "tokens",
+     f"'tokens' takes at most {protocol.MAX_TOKENIZE_TOKENS} ids"),
+])
+def test_a_bad_tokenize_body_is_refused_naming_the_parameter(detokenize, body, param, says):
+    with pytest.raises(ApiError) as caught:
+        tokens_request(detokenize, **body)
+    assert caught.value.status == (404 if param == "model" else 400) and caught.value.param == param
+    assert says is None or says in caught.value.body()["error"]["message"]
+
+
+STRINGS = {3: "배", 4: "송", 7: "환", 9: " 불"}
+# an engine's logprob entry: (its token, its logprob, its rank, [(a likely token, its logprob), …])
+ENTRIES = [(3, -0.25, 1, [(3, -0.25), (7, -1.5)]), (4, float("-inf"), 3, [(9, -0.5), (7, float("nan"))])]
+
+
+def test_chat_logprobs_are_openais_shape_with_each_tokens_bytes():
+    assert protocol.chat_logprobs(ENTRIES, STRINGS) == {"content": [
+        {"token": "배", "logprob": -0.25, "bytes": list("배".encode()), "top_logprobs": [
+            {"token": "배", "logprob": -0.25, "bytes": list("배".encode())},
+            {"token": "환", "logprob": -1.5, "bytes": list("환".encode())}]},
+        {"token": "송", "logprob": -9999.0, "bytes": list("송".encode()), "top_logprobs": [  # JSON has no -inf
+            {"token": " 불", "logprob": -0.5, "bytes": list(" 불".encode())},
+            {"token": "환", "logprob": -9999.0, "bytes": list("환".encode())}]},  # nor NaN
+    ], "refusal": None}
+    assert protocol.chat_logprobs([], STRINGS) == {"content": [], "refusal": None}
+
+
+def test_a_prompt_logprob_position_is_vllms_shape_its_own_token_first():
+    assert protocol.vllm_logprob_entry(ENTRIES[1], STRINGS) == {
+        "4": {"logprob": -9999.0, "rank": 3, "decoded_token": "송"},
+        "9": {"logprob": -0.5, "rank": 1, "decoded_token": " 불"},
+        "7": {"logprob": -9999.0, "rank": 2, "decoded_token": "환"}}
+    assert list(protocol.vllm_logprob_entry(ENTRIES[1], STRINGS)) == ["4", "9", "7"]
+    # the likeliest token is the position's own: listed once, with its own rank
+    assert protocol.vllm_logprob_entry(ENTRIES[0], STRINGS) == {
+        "3": {"logprob": -0.25, "rank": 1, "decoded_token": "배"},
+        "7": {"logprob": -1.5, "rank": 2, "decoded_token": "환"}}
+
+
+def test_completion_logprobs_are_parallel_lists_with_offsets_and_null_for_a_first_prompt_token():
+    # under echo the prompt's first token has no logprob; offsets count characters from `offset`
+    assert protocol.completion_logprobs([9, 3, 4], [None, *ENTRIES], STRINGS, offset=5) == {
+        "tokens": [" 불", "배", "송"],
+        "token_logprobs": [None, -0.25, -9999.0],
+        "top_logprobs": [None, {"배": -0.25, "환": -1.5}, {" 불": -0.5, "환": -9999.0, "송": -9999.0}],
+        "text_offset": [5, 7, 8]}
+    assert protocol.completion_logprobs([3], ENTRIES[:1], STRINGS)["text_offset"] == [0]
+    assert protocol._lp(-10000.0) == -9999.0 and protocol._lp(-3.0) == -3.0 and protocol._lp(0.0) == 0.0
