@@ -85,6 +85,17 @@ def config(files: list[str], tests: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+MEMORY_LIMIT = 8 << 30  # bytes of address space for mutmut and each mutant's tests
+
+
+def _limit_memory() -> None:
+    """A mutant can allocate without end (serving's run reached 21 GB of 24 and the machine's
+    other work with it): past the limit it fails with MemoryError, which counts as killed."""
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+
+
 def run(module: str, files: list[str], tests: list[str]) -> dict:
     work = Path(tempfile.mkdtemp(prefix="mutation-"))
     try:
@@ -102,7 +113,8 @@ def run(module: str, files: list[str], tests: list[str]) -> dict:
         # tests/conftest.py: no shrinking, and each mutant's tests in the order MODULES lists them
         # and the demo host's tests wait 20 s, not 60, for a thread a mutant has stopped
         env = {**os.environ, "HYPOTHESIS_PROFILE": "mutation", "MUTATION_TEST_ORDER": ",".join(tests), "HANG_GUARD_S": "20"}
-        done = subprocess.run([*mutmut, "run"], cwd=work, capture_output=True, text=True, env=env)
+        done = subprocess.run([*mutmut, "run"], cwd=work, capture_output=True, text=True, env=env,
+                              preexec_fn=_limit_memory)
         if done.returncode != 0:
             print(done.stdout[-3000:], done.stderr[-3000:], sep="\n")
             raise SystemExit(f"mutmut failed on {module} ({done.returncode})")
