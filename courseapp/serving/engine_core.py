@@ -90,12 +90,11 @@ class ServedEngine:
             raise ServingRefused(rest[0], rest[1])
         raise ApiError(500, f"The engine failed: {rest[0]}", type="internal_server_error")
 
-    def abort(self, request_id: str) -> bool:
+    def abort(self, request_id: str) -> None:
         try:
             self.process.send(("abort", self.key, request_id))
-        except OSError:
-            return False
-        return True
+        except OSError:  # the engine process is gone, and its requests with it
+            pass
 
     def _ask(self, what: str, *args, **kwargs):
         self.ensure_open()

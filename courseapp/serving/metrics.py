@@ -54,7 +54,7 @@ class ServingMetrics:
     def __init__(self, model_name: str, snapshots=lambda: [], max_model_len: int = 32768):
         self.model_name = model_name
         self.snapshots = snapshots
-        self.registry = CollectorRegistry(auto_describe=True)
+        self.registry = CollectorRegistry()
         self.success = Counter("vllm:request_success", "Count of successfully processed requests.",
                                [*_LABEL, "finished_reason"], registry=self.registry)
         h = self._histogram
@@ -97,7 +97,7 @@ class ServingMetrics:
         if m.mean_itl is not None:
             # The engine reports the mean gap, so each gap is observed at the mean: count and sum
             # are vLLM's exactly, only how the gaps spread over the buckets is lost.
-            for _ in range(max(0, generated - 1)):
+            for _ in range(generated - 1):
                 self.itl.labels(*labels).observe(m.mean_itl)
             self.tpot.labels(*labels).observe(m.mean_itl)
         if m.e2e is not None:
@@ -112,9 +112,10 @@ class ServingMetrics:
             self.decode.labels(*labels).observe(max(0.0, m.e2e - m.ttft))
 
     def describe(self):
-        """The families collect() yields, without asking the engine (called at registration)."""
+        """The families collect() yields, without asking the engine (called at registration, which
+        reads only their names)."""
         for family, metric, help_text, _field in _FROM_SNAPSHOT:
-            yield family(metric, help_text, labels=[*_LABEL, "engine"])
+            yield family(metric, help_text, labels=[*_LABEL, "engine"])  # pragma: no mutate (only the name is read)
 
     def collect(self):
         """The engines' counters and gauges, read when Prometheus scrapes (a registry collector)."""

@@ -354,12 +354,8 @@ def usage(prompt_tokens: int, completion_tokens: int, cached_tokens: int) -> dic
             "prompt_tokens_details": {"cached_tokens": cached_tokens}}
 
 
-def response(request: GenerationRequest, *, request_id: str, created: int, token_usage: dict, text: str = "",
-             finish_reason: str | None = None, logprobs: dict | None = None, choices: list | None = None) -> dict:
-    """The whole answer of a non-streaming call: one choice (text, finish_reason, logprobs), or
-    `choices` already made by `choice` (a batch of prompts)."""
-    if choices is None:
-        choices = [choice(request, 0, text, finish_reason, logprobs)]
+def response(request: GenerationRequest, *, request_id: str, created: int, token_usage: dict, choices: list) -> dict:
+    """The whole answer of a non-streaming call, its `choices` made by `choice` (one per prompt)."""
     kind = "chat.completion" if request.chat else "text_completion"
     return {"id": request_id, "object": kind, "created": created, "model": request.model,
             "choices": choices, "usage": token_usage}

@@ -72,8 +72,73 @@ def test_each_latency_goes_to_its_own_histogram_and_every_finish_reason_is_count
     assert abs(value[("vllm:e2e_request_latency_seconds_sum", None)] - 2.1) < 1e-9
     assert value[("vllm:time_to_first_token_seconds_count", None)] == 2
     assert value[("vllm:inter_token_latency_seconds_count", None)] == 9 + 3
+    # a request of under a second keeps its own inference, prefill and decode times
+    assert abs(value[("vllm:request_inference_time_seconds_sum", None)] - (1.2 + 0.6)) < 1e-9
+    assert abs(value[("vllm:request_prefill_time_seconds_sum", None)] - (0.3 + 0.15)) < 1e-9
+    assert abs(value[("vllm:request_decode_time_seconds_sum", None)] - (0.9 + 0.45)) < 1e-9
     assert value[("vllm:request_success_total", "stop")] == 1 and value[("vllm:request_success_total", "length")] == 1
 
 
 def test_token_buckets_run_one_two_five_up_to_the_context():
     assert _one_two_five(2048) == (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000)
+
+
+def test_a_token_bucket_at_the_context_length_is_kept():
+    assert _one_two_five(2000) == (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000)
+    assert _one_two_five(1) == (1,) and _one_two_five(4) == (1, 2)
+
+
+def test_a_request_aborted_before_its_first_token_counts_its_time_but_no_token_figures():
+    """An aborted request (the client went away in the queue) has a queue and an end-to-end time,
+    no first token and no decode; it is not a success."""
+    metrics = ServingMetrics("munuibot")
+    gone = SimpleNamespace(finish_reason="abort", token_ids=[], metrics=SimpleNamespace(
+        ttft=None, e2e=0.3, queue_time=0.3, mean_itl=None))
+    metrics.observe(gone, prompt_tokens=30, max_tokens=64)
+    value = {s.name: s.value for s in samples(metrics) if s.labels.get("le") is None}
+    assert value["vllm:e2e_request_latency_seconds_count"] == 1 and value["vllm:request_queue_time_seconds_sum"] == 0.3
+    assert value["vllm:request_inference_time_seconds_sum"] == 0.0
+    for name in ("time_to_first_token_seconds", "request_prefill_time_seconds", "request_decode_time_seconds",
+                 "inter_token_latency_seconds", "request_time_per_output_token_seconds"):
+        assert value.get(f"vllm:{name}_count", 0) == 0, name
+    assert value["vllm:request_generation_tokens_count"] == 1 and value["vllm:request_generation_tokens_sum"] == 0
+    assert "vllm:request_success_total" not in value
+
+
+def test_before_the_engine_is_built_its_gauges_and_counters_read_zero_on_engine_0():
+    found = samples(ServingMetrics("munuibot"))
+    engine = {s.name: (s.labels, s.value) for s in found if s.name in (
+        "vllm:num_requests_running", "vllm:kv_cache_usage_perc", "vllm:num_preemptions_total", "vllm:prompt_tokens_total")}
+    assert len(engine) == 4
+    assert all(labels == {"model_name": "munuibot", "engine": "0"} and value == 0 for labels, value in engine.values())
+
+
+# vLLM V1's help texts (vllm/v1/metrics/loggers.py): a scrape reads as vLLM's, word for word
+VLLM_HELP = {
+    "vllm:num_requests_running": "Number of requests in model execution batches.",
+    "vllm:num_requests_waiting": "Number of requests waiting to be processed.",
+    "vllm:kv_cache_usage_perc": "KV-cache usage. 1 means 100 percent usage.",
+    "vllm:prefix_cache_queries": "Prefix cache queries, in terms of number of queried tokens.",
+    "vllm:prefix_cache_hits": "Prefix cache hits, in terms of number of cached tokens.",
+    "vllm:num_preemptions": "Cumulative number of preemption from the engine.",
+    "vllm:prompt_tokens": "Number of prefill tokens processed.",
+    "vllm:generation_tokens": "Number of generation tokens processed.",
+    "vllm:request_success": "Count of successfully processed requests.",
+    "vllm:time_to_first_token_seconds": "Histogram of time to first token in seconds.",
+    "vllm:inter_token_latency_seconds": "Histogram of inter-token latency in seconds.",
+    "vllm:request_time_per_output_token_seconds": "Histogram of time_per_output_token_seconds per request.",
+    "vllm:e2e_request_latency_seconds": "Histogram of e2e_request_latency_seconds.",
+    "vllm:request_queue_time_seconds": "Histogram of time spent in WAITING phase for request.",
+    "vllm:request_inference_time_seconds": "Histogram of time spent in RUNNING phase for request.",
+    "vllm:request_prefill_time_seconds": "Histogram of time spent in PREFILL phase for request.",
+    "vllm:request_decode_time_seconds": "Histogram of time spent in DECODE phase for request.",
+    "vllm:request_prompt_tokens": "Number of prefill tokens processed.",
+    "vllm:request_generation_tokens": "Number of generation tokens processed.",
+    "vllm:request_max_num_generation_tokens": "Histogram of maximum number of requested generation tokens.",
+}
+
+
+def test_every_family_says_what_vllm_says_it_is():
+    metrics = ServingMetrics("munuibot", snapshots=lambda: [("0", snapshot())])
+    families = {f.name: f.documentation for f in text_string_to_metric_families(metrics.exposition().decode())}
+    assert families == VLLM_HELP

@@ -83,10 +83,14 @@ def test_responses_and_chunks_have_openais_shapes():
     last = protocol.chunk(request, request_id="chatcmpl-1", created=1, token_usage=used)
     assert last["choices"] == [] and last["usage"] == used
     assert protocol.sse("[DONE]") == b"data: [DONE]\n\n"
-    whole = protocol.response(request, request_id="chatcmpl-1", created=1, text="안녕하세요", finish_reason="stop", token_usage=used)
+    # Korean travels as UTF-8, not as \\uXXXX escapes (a stream a learner reads with curl)
+    assert protocol.sse({"content": "배송"}) == 'data: {"content":"배송"}\n\n'.encode()
+    whole = protocol.response(request, request_id="chatcmpl-1", created=1, token_usage=used,
+                              choices=[protocol.choice(request, 0, "안녕하세요", "stop")])
     assert whole["choices"][0]["message"] == {"role": "assistant", "content": "안녕하세요"}
     completion = parse_request(json.dumps({"model": "munuibot", "prompt": "x"}).encode(), chat=False, served_model="munuibot")
-    whole = protocol.response(completion, request_id="cmpl-1", created=1, text="y", finish_reason="length", token_usage=used)
+    whole = protocol.response(completion, request_id="cmpl-1", created=1, token_usage=used,
+                              choices=[protocol.choice(completion, 0, "y", "length")])
     assert whole["object"] == "text_completion" and whole["choices"][0]["text"] == "y"
 
 
@@ -100,12 +104,13 @@ def test_the_official_clients_own_types_accept_what_we_send():
     ChatCompletionChunk.model_validate(protocol.chunk(request, request_id="c", created=1, finish_reason="stop"), strict=True)
     closing = ChatCompletionChunk.model_validate(protocol.chunk(request, request_id="c", created=1, token_usage=used), strict=True)
     assert closing.usage.prompt_tokens_details.cached_tokens == 8
-    whole = ChatCompletion.model_validate(protocol.response(request, request_id="c", created=1, text="네", finish_reason="stop",
-                                                           token_usage=used), strict=True)
+    whole = ChatCompletion.model_validate(protocol.response(
+        request, request_id="c", created=1, choices=[protocol.choice(request, 0, "네", "stop")], token_usage=used), strict=True)
     assert whole.choices[0].message.content == "네"
     completion = parse_request(json.dumps({"model": "munuibot", "prompt": "x"}).encode(), chat=False, served_model="munuibot")
-    Completion.model_validate(protocol.response(completion, request_id="cmpl", created=1, text="y", finish_reason="length",
-                                                token_usage=used), strict=True)
+    Completion.model_validate(protocol.response(
+        completion, request_id="cmpl", created=1, choices=[protocol.choice(completion, 0, "y", "length")], token_usage=used),
+        strict=True)
     listed = protocol.models_list("munuibot", created=1, max_model_len=2048)
     assert Model.model_validate(listed["data"][0]).id == "munuibot"
 
@@ -173,6 +178,23 @@ def test_a_bad_tokenize_body_is_refused_naming_the_parameter(detokenize, body, p
         tokens_request(detokenize, **body)
     assert caught.value.status == (404 if param == "model" else 400) and caught.value.param == param
     assert says is None or says in caught.value.body()["error"]["message"]
+
+
+def test_a_parameter_this_server_does_not_take_is_refused_with_openais_error_code():
+    with pytest.raises(ApiError) as caught:
+        tokens_request(prompt="x", temperature=0)
+    assert caught.value.body()["error"]["code"] == "unsupported_parameter"  # what the openai client shows as .code
+    with pytest.raises(ApiError, match="must be a list of token ids"):
+        tokens_request(True, tokens=[True])  # JSON true is not token 1
+
+
+def test_a_prompt_is_refused_early_only_past_what_the_context_could_hold():
+    fits = "가" * (2048 * protocol.MAX_CHARS_PER_TOKEN)
+    protocol.refuse_if_surely_too_long(parse_request(chat(messages=[{"role": "user", "content": fits}]), chat=True,
+                                                     served_model="munuibot"), 2048)
+    request = parse_request(chat(messages=[{"role": "user", "content": fits + "가"}]), chat=True, served_model="munuibot")
+    with pytest.raises(ApiError, match="maximum context length is 2048 tokens. However, the messages alone is 49153 characters"):
+        protocol.refuse_if_surely_too_long(request, 2048)
 
 
 STRINGS = {3: "배", 4: "송", 7: "환", 9: " 불"}
