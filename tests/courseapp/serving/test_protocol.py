@@ -235,3 +235,84 @@ def test_completion_logprobs_are_parallel_lists_with_offsets_and_null_for_a_firs
         "text_offset": [5, 7, 8]}
     assert protocol.completion_logprobs([3], ENTRIES[:1], STRINGS)["text_offset"] == [0]
     assert protocol._lp(-10000.0) == -9999.0 and protocol._lp(-3.0) == -3.0 and protocol._lp(0.0) == 0.0
+
+
+def completion(**fields) -> bytes:
+    return json.dumps({"model": "munuibot", **fields}).encode()
+
+
+@pytest.mark.parametrize("prompt, prompts", [
+    ("안녕", ["안녕"]),
+    ([0, 5, 17], [[0, 5, 17]]),  # one prompt as token ids
+    (["안녕", "배송"], ["안녕", "배송"]),  # a batch: one choice each
+    ([[1, 2], [3]], [[1, 2], [3]]),
+    (["안녕", [3]], ["안녕", [3]]),
+    (["x"] * protocol.MAX_BATCH_PROMPTS, ["x"] * protocol.MAX_BATCH_PROMPTS),
+])
+def test_a_completions_prompt_is_a_string_token_ids_or_a_batch_of_either(prompt, prompts):
+    assert parse_request(completion(prompt=prompt), chat=False, served_model="munuibot").prompts == prompts
+
+
+BATCH = "'prompt' must be a non-empty string, a list of token ids, or a list of either (a batch)"
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({}, BATCH),
+    ({"prompt": None}, BATCH),
+    ({"prompt": []}, BATCH),
+    ({"prompt": 7}, BATCH),
+    ({"prompt": ["x"] * (protocol.MAX_BATCH_PROMPTS + 1)},
+     f"'prompt' takes at most {protocol.MAX_BATCH_PROMPTS} prompts in one call; got {protocol.MAX_BATCH_PROMPTS + 1}"),
+    ({"prompt": ""}, "prompt[0] must be a non-empty string or a non-empty list of token ids (integers ≥ 0)"),
+    ({"prompt": ["a", ""]}, "prompt[1] must be"),
+    ({"prompt": [[]]}, "prompt[0] must be"),
+    ({"prompt": [[1, 2], [3, -1]]}, "prompt[1] must be"),
+    ({"prompt": [[1, 2], [3, True]]}, "prompt[1] must be"),
+    ({"prompt": [1, "a"]}, "prompt[0] must be"),  # neither token ids nor a batch
+    ({"prompt": [True]}, "prompt[0] must be"),
+])
+def test_a_bad_completions_prompt_is_refused_saying_which(fields, message):
+    with pytest.raises(ApiError) as caught:
+        parse_request(completion(**fields), chat=False, served_model="munuibot")
+    assert caught.value.param == "prompt" and caught.value.body()["error"]["message"].startswith(message)
+
+
+def test_echo_with_logprobs_asks_for_the_prompts_logprobs_too():
+    def sampling(**fields):
+        return parse_request(completion(prompt="x", **fields), chat=False, served_model="munuibot").sampling(16)
+
+    assert sampling(echo=True, logprobs=2)["prompt_logprobs"] == 2  # lm-eval's loglikelihood request
+    assert sampling(logprobs=2)["prompt_logprobs"] is None
+    assert sampling(echo=True)["prompt_logprobs"] is None
+    assert sampling(echo=True, logprobs=2, prompt_logprobs=5)["prompt_logprobs"] == 5
+    assert sampling(prompt_logprobs=3)["prompt_logprobs"] == 3
+
+
+def test_every_answer_shape_has_exactly_openais_keys():
+    """The official client tolerates missing keys, so these are compared whole: a key renamed or
+    left out would reach a learner's script as a missing field."""
+    chat_request = parse_request(chat(stream=True), chat=True, served_model="munuibot")
+    text_request = parse_request(completion(prompt="x", stream=True, stream_options={"include_usage": True}), chat=False,
+                                 served_model="munuibot")
+    lp = {"content": [], "refusal": None}
+    assert protocol.choice(chat_request, 1, "네", "stop", lp) == {
+        "index": 1, "message": {"role": "assistant", "content": "네"}, "logprobs": lp, "finish_reason": "stop"}
+    assert protocol.choice(text_request, 2, "y", None) == {"index": 2, "text": "y", "logprobs": None, "finish_reason": None}
+    used = protocol.usage(3, 1, 0)
+    assert protocol.response(text_request, request_id="cmpl-1", created=7, token_usage=used, choices=["c"]) == {
+        "id": "cmpl-1", "object": "text_completion", "created": 7, "model": "munuibot", "choices": ["c"], "usage": used}
+    assert protocol.response(chat_request, request_id="chatcmpl-1", created=7, token_usage=used, choices=[])["object"] == \
+        "chat.completion"
+    middle = protocol.chunk(chat_request, request_id="chatcmpl-1", created=7, text="송", index=1, logprobs=lp)
+    assert middle == {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 7, "model": "munuibot",
+                      "choices": [{"index": 1, "delta": {"content": "송"}, "logprobs": lp, "finish_reason": None}]}
+    assert "usage" not in middle, "no usage key unless stream_options.include_usage asked for it"
+    closing = protocol.chunk(chat_request, request_id="chatcmpl-1", created=7, finish_reason="length")
+    assert closing["choices"] == [{"index": 0, "delta": {}, "logprobs": None, "finish_reason": "length"}]
+    assert protocol.chunk(text_request, request_id="cmpl-1", created=7, text="t", index=3, finish_reason="stop") == {
+        "id": "cmpl-1", "object": "text_completion", "created": 7, "model": "munuibot",
+        "choices": [{"index": 3, "text": "t", "logprobs": None, "finish_reason": "stop"}], "usage": None}
+    assert protocol.chunk(text_request, request_id="cmpl-1", created=7)["choices"][0]["text"] == ""
+    assert protocol.models_list("munuibot", created=7, max_model_len=2048) == {"object": "list", "data": [
+        {"id": "munuibot", "object": "model", "created": 7, "owned_by": "courseapp", "root": "munuibot",
+         "max_model_len": 2048}]}
