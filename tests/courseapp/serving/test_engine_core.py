@@ -13,7 +13,9 @@ from courseapp.demo.engine_process import EngineProcess
 from courseapp.serving.engine_core import ServedEngine
 from tests.aio import run_in_fresh_loop
 
-OPTIONS = {"num_blocks": 64, "max_num_seqs": 4, "max_num_batched_tokens": 256, "enable_prefix_caching": True}
+# a stats line every 0.2 s of work, so the server log has lines within a short test
+OPTIONS = {"num_blocks": 64, "max_num_seqs": 4, "max_num_batched_tokens": 256, "enable_prefix_caching": True,
+           "log_interval_s": 0.2}
 ASK = [{"role": "user", "content": "주문한 운동화가 아직 안 왔어요."}]
 GREEDY = {"temperature": 0.0, "ignore_eos": True}
 
@@ -207,3 +209,31 @@ def test_a_client_gone_while_its_request_is_being_opened_frees_the_engine(core, 
     assert snap.requests_finished_total == start.requests_finished_total + 1
     assert snap.num_requests_running == 0 and snap.kv_cache_usage_perc == 0.0
     assert snap.generation_tokens_total - start.generation_tokens_total < 100, "aborted, not run to its end"
+
+
+def test_tokenize_detokenize_and_the_server_log_answer_as_the_engine_in_this_process_does(core):
+    """/tokenize, /detokenize, logprobs' token strings and the server log, asked of the engine
+    process: each call's arguments reach it (a prompt or a chat, with its flags; ids; a time)."""
+    here = ServingEngine(**OPTIONS)
+    try:
+        for kwargs in ({"prompt": "배송 조회"}, {"prompt": "배송 조회", "add_special_tokens": False},
+                       {"messages": ASK}, {"messages": ASK, "add_generation_prompt": False}):
+            assert core.tokenize(**kwargs) == here.tokenize(**kwargs), kwargs
+        ids = here.tokenize(prompt="배송 조회", add_special_tokens=False)
+        assert core.detokenize(ids) == here.detokenize(ids) == "배송 조회"
+        assert core.token_strings(ids) == here.token_strings(ids) and set(core.token_strings(ids)) == set(ids)
+    finally:
+        here.stop()
+    core.check_health()
+    run_in_fresh_loop(lambda: answer(core, "logged", 40))
+    lines = core.log_lines()
+    assert lines and {"time", "kind", "line"} <= set(lines[-1])
+    assert core.log_lines(since=lines[-1]["time"] + 1) == [], "only the lines written since the time asked"
+
+
+def test_an_engine_not_opened_yet_reads_as_empty_without_loading_its_model(process):
+    """A /metrics scrape or the lab's log before the first request: nothing, and no model loaded
+    for it (a scrape must not start an engine)."""
+    idle = ServedEngine(process, "never-opened", OPTIONS)
+    assert idle.snapshot() is None and idle.log_lines() == []
+    assert not idle._live() and idle.max_model_len == 0
