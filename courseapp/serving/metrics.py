@@ -51,7 +51,7 @@ class ServingMetrics:
     """One served engine's /metrics. `snapshots` gives [(engine label, snapshot)] at scrape time:
     one per engine serving it (none before the first request built it: zeros then)."""
 
-    def __init__(self, model_name: str, snapshots=lambda: [], max_model_len: int = 32768):
+    def __init__(self, model_name: str, snapshots=lambda: [], max_model_len: int = 32768):  # pragma: no mutate (the token buckets end at 20000 for any length from 20000 to 49999)
         self.model_name = model_name
         self.snapshots = snapshots
         self.registry = CollectorRegistry()
@@ -115,13 +115,13 @@ class ServingMetrics:
         """The families collect() yields, without asking the engine (called at registration, which
         reads only their names)."""
         for family, metric, help_text, _field in _FROM_SNAPSHOT:
-            yield family(metric, help_text, labels=[*_LABEL, "engine"])  # pragma: no mutate (only the name is read)
+            yield family(metric, help_text, labels=_LABEL)  # pragma: no mutate (only the name is read)
 
     def collect(self):
         """The engines' counters and gauges, read when Prometheus scrapes (a registry collector)."""
         snaps = self.snapshots() or [("0", None)]
         for family, metric, help_text, field in _FROM_SNAPSHOT:
-            sample = family(metric, help_text, labels=[*_LABEL, "engine"])
+            sample = family(metric, help_text, labels=_LABEL)
             for engine, snap in snaps:
                 sample.add_metric([self.model_name, engine], getattr(snap, field) if snap is not None else 0)
             yield sample

@@ -435,7 +435,7 @@ def completion_logprobs(token_ids: list[int], entries: list, strings: dict[int, 
 
 def sse(data: dict | str) -> bytes:
     """One server-sent event."""
-    text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False, separators=(",", ":"))  # pragma: no mutate (ensure_ascii None is False)
     return f"data: {text}\n\n".encode()
 
 

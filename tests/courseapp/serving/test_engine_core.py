@@ -237,3 +237,12 @@ def test_an_engine_not_opened_yet_reads_as_empty_without_loading_its_model(proce
     idle = ServedEngine(process, "never-opened", OPTIONS)
     assert idle.snapshot() is None and idle.log_lines() == []
     assert not idle._live() and idle.max_model_len == 0
+
+
+def test_health_says_the_engine_is_shutting_down_once_its_process_is_stopping():
+    """/health's 503 reason while the server stops: not a new engine process started for it."""
+    stopping = EngineProcess(torch_threads=1)
+    stopping.shutdown()  # never started: nothing to wait for
+    with pytest.raises(RuntimeError, match=r"^the engine is shutting down$"):
+        ServedEngine(stopping, "site", OPTIONS).check_health()
+    assert stopping.generation == 0, "no process started"

@@ -195,6 +195,13 @@ def test_a_prompt_is_refused_early_only_past_what_the_context_could_hold():
     request = parse_request(chat(messages=[{"role": "user", "content": fits + "가"}]), chat=True, served_model="munuibot")
     with pytest.raises(ApiError, match="maximum context length is 2048 tokens. However, the messages alone is 49153 characters"):
         protocol.refuse_if_surely_too_long(request, 2048)
+    # a completions prompt: a string by its characters, token ids as the most characters they could be
+    protocol.refuse_if_surely_too_long(parse_request(completion(prompt=fits), chat=False, served_model="munuibot"), 2048)
+    protocol.refuse_if_surely_too_long(parse_request(completion(prompt=[1] * 2048), chat=False, served_model="munuibot"), 2048)
+    for prompt, chars in ((fits + "가", 49153), ([1] * 2049, 2049 * protocol.MAX_CHARS_PER_TOKEN), (["x", [1] * 2049], 2049 * 24)):
+        with pytest.raises(ApiError, match=f"However, the prompt alone is {chars} characters") as caught:
+            protocol.refuse_if_surely_too_long(parse_request(completion(prompt=prompt), chat=False, served_model="munuibot"), 2048)
+        assert caught.value.param == "prompt"
 
 
 STRINGS = {3: "배", 4: "송", 7: "환", 9: " 불"}
