@@ -146,30 +146,37 @@ def test_a_tokenize_body_becomes_what_the_tokenizer_is_asked():
     assert tokens_request(True, model=None, tokens=[]) == {"tokens": []}
     longest = "가" * (protocol.MAX_TOKENIZE_TOKENS * protocol.MAX_CHARS_PER_TOKEN)
     assert tokens_request(prompt=longest)["tokenize"]["prompt"] == longest
+    halves = [{"role": "system", "content": longest[:1000]}, {"role": "user", "content": longest[1000:]}]
+    assert tokens_request(messages=halves)["tokenize"]["messages"] == halves, "a chat is counted by its contents alone"
+    assert tokens_request(prompt="")["tokenize"] == {"prompt": "", "add_special_tokens": True}
     assert len(tokens_request(True, tokens=[1] * protocol.MAX_TOKENIZE_TOKENS)["tokens"]) == protocol.MAX_TOKENIZE_TOKENS
 
 
+LIMIT_CHARS = protocol.MAX_TOKENIZE_TOKENS * protocol.MAX_CHARS_PER_TOKEN
+NOT_IDS = "'tokens' must be a list of token ids (integers ≥ 0)"
+
+
 @pytest.mark.parametrize("detokenize, body, param, says", [
-    (False, {"model": "gpt-4o", "prompt": "x"}, "model", "gpt-4o"),
+    (False, {"model": "gpt-4o", "prompt": "x"}, "model", "The model 'gpt-4o' does not exist; this server serves 'munuibot'."),
     (False, {"prompt": "x", "temperature": 0}, "temperature",
      "'temperature' is not supported here (it takes add_generation_prompt, add_special_tokens, messages, model, "
      "prompt, return_token_strs)"),
     (True, {"tokens": [1], "prompt": "x"}, "prompt", "'prompt' is not supported here (it takes model, tokens)"),
     (False, {}, "prompt", "send either 'prompt' (a string) or 'messages' (a chat)"),
-    (False, {"prompt": "x", "messages": [{"role": "user", "content": "x"}]}, "prompt", "send either"),
+    (False, {"prompt": "x", "messages": [{"role": "user", "content": "x"}]}, "prompt",
+     "send either 'prompt' (a string) or 'messages' (a chat)"),
     (False, {"prompt": ["x"]}, "prompt", "'prompt' must be a string"),
     (False, {"messages": [{"role": "user", "content": "x"}], "add_special_tokens": True}, "add_special_tokens",
-     "the chat template writes them"),
-    (False, {"prompt": "x", "add_special_tokens": "yes"}, "add_special_tokens", None),
-    (False, {"prompt": "x", "return_token_strs": 1}, "return_token_strs", None),
-    (False, {"prompt": "가" * (protocol.MAX_TOKENIZE_TOKENS * protocol.MAX_CHARS_PER_TOKEN + 1)}, "prompt",
-     f"the text is over {protocol.MAX_TOKENIZE_TOKENS * protocol.MAX_CHARS_PER_TOKEN} characters"),
-    (False, {"messages": [{"role": "user", "content": "가" * (protocol.MAX_TOKENIZE_TOKENS * protocol.MAX_CHARS_PER_TOKEN + 1)}]},
-     "prompt", "the text is over"),
-    (True, {}, "tokens", "'tokens' must be a list of token ids (integers ≥ 0)"),
-    (True, {"tokens": "1 2"}, "tokens", "must be a list"),
-    (True, {"tokens": [1, -1]}, "tokens", "must be a list"),
-    (True, {"tokens": [1, 2.5]}, "tokens", "must be a list"),
+     "'add_special_tokens' with 'messages': the chat template writes them"),
+    (False, {"prompt": "x", "add_special_tokens": "yes"}, "add_special_tokens", "'add_special_tokens' must be true or false"),
+    (False, {"prompt": "x", "return_token_strs": 1}, "return_token_strs", "'return_token_strs' must be true or false"),
+    (False, {"prompt": "가" * (LIMIT_CHARS + 1)}, "prompt", f"the text is over {LIMIT_CHARS} characters"),
+    (False, {"messages": [{"role": "user", "content": "가" * (LIMIT_CHARS + 1)}]}, "prompt",
+     f"the text is over {LIMIT_CHARS} characters"),
+    (True, {}, "tokens", NOT_IDS),
+    (True, {"tokens": "1 2"}, "tokens", NOT_IDS),
+    (True, {"tokens": [1, -1]}, "tokens", NOT_IDS),
+    (True, {"tokens": [1, 2.5]}, "tokens", NOT_IDS),
     (True, {"tokens": [1] * (protocol.MAX_TOKENIZE_TOKENS + 1)}, "tokens",
      f"'tokens' takes at most {protocol.MAX_TOKENIZE_TOKENS} ids"),
 ])
@@ -177,7 +184,7 @@ def test_a_bad_tokenize_body_is_refused_naming_the_parameter(detokenize, body, p
     with pytest.raises(ApiError) as caught:
         tokens_request(detokenize, **body)
     assert caught.value.status == (404 if param == "model" else 400) and caught.value.param == param
-    assert says is None or says in caught.value.body()["error"]["message"]
+    assert caught.value.body()["error"]["message"] == says
 
 
 def test_a_parameter_this_server_does_not_take_is_refused_with_openais_error_code():
@@ -186,6 +193,12 @@ def test_a_parameter_this_server_does_not_take_is_refused_with_openais_error_cod
     assert caught.value.body()["error"]["code"] == "unsupported_parameter"  # what the openai client shows as .code
     with pytest.raises(ApiError, match="must be a list of token ids"):
         tokens_request(True, tokens=[True])  # JSON true is not token 1
+    for bias in ([1], {str(n): 1 for n in range(protocol.MAX_LOGIT_BIAS + 1)}, {"a": 1}, {"1": 101}, {"1": True}):
+        with pytest.raises(ApiError) as caught:
+            parse_request(chat(logit_bias=bias), chat=True, served_model="munuibot")
+        assert caught.value.param == "logit_bias"
+    assert parse_request(chat(logit_bias={"5": -100, "7": 2.5}), chat=True, served_model="munuibot").logit_bias == {
+        5: -100.0, 7: 2.5}
 
 
 def test_a_prompt_is_refused_early_only_past_what_the_context_could_hold():
