@@ -336,3 +336,129 @@ def test_every_answer_shape_has_exactly_openais_keys():
     assert protocol.models_list("munuibot", created=7, max_model_len=2048) == {"object": "list", "data": [
         {"id": "munuibot", "object": "model", "created": 7, "owned_by": "courseapp", "root": "munuibot",
          "max_model_len": 2048}]}
+
+
+# Every sampling parameter: its name, its default (absent or null), its range at both ends and
+# just past them, and a refusal that names it — what a learner's script meets first.
+NUMBERS = [  # name, default, low, high, low open, the field it sets
+    ("temperature", 1.0, 0.0, 2.0, False, "temperature"),
+    ("top_p", 1.0, 0.0, 1.0, True, "top_p"),
+    ("min_p", 0.0, 0.0, 1.0, False, "min_p"),
+    ("presence_penalty", 0.0, -2.0, 2.0, False, "presence_penalty"),
+    ("frequency_penalty", 0.0, -2.0, 2.0, False, "frequency_penalty"),
+    ("repetition_penalty", 1.0, 0.0, 10.0, True, "repetition_penalty"),
+]
+
+
+def refused(raw: bytes, *, is_chat=True) -> ApiError:
+    with pytest.raises(ApiError) as caught:
+        parse_request(raw, chat=is_chat, served_model="munuibot")
+    assert caught.value.status == 400
+    return caught.value
+
+
+@pytest.mark.parametrize("name, default, low, high, low_open, field", NUMBERS)
+def test_each_number_parameter_has_its_default_and_its_range(name, default, low, high, low_open, field):
+    def value(**fields):
+        return getattr(parse_request(chat(**fields), chat=True, served_model="munuibot"), field)
+
+    assert value() == default and value(**{name: None}) == default
+    assert value(**{name: high}) == high and value(**{name: (low + high) / 2}) == (low + high) / 2
+    interval = f"({low}, {high}]" if low_open else f"[{low}, {high}]"
+    beyond = [low - 0.01, high + 0.01] + ([low] if low_open else [])
+    if not low_open:
+        assert value(**{name: low}) == low
+    for outside in beyond:
+        error = refused(chat(**{name: outside}))
+        assert error.param == name and error.body()["error"]["message"] == f"'{name}' must be in {interval}; got {outside}"
+    for wrong in ("1", True, [1]):
+        error = refused(chat(**{name: wrong}))
+        assert (error.param, error.body()["error"]["message"]) == (name, f"'{name}' must be a number")
+
+
+@pytest.mark.parametrize("name, given, expected", [
+    ("top_k", None, 0), ("top_k", -1, 0), ("top_k", 0, 0), ("top_k", 40, 40),  # -1 and 0 turn it off, as in vLLM
+    ("seed", None, None), ("seed", 0, 0), ("seed", 2**63 - 1, 2**63 - 1),
+    ("min_tokens", None, 0), ("min_tokens", 0, 0), ("min_tokens", 5, 5),
+    ("max_tokens", None, None), ("max_tokens", 1, 1),
+    ("prompt_logprobs", None, None), ("prompt_logprobs", 0, 0), ("prompt_logprobs", 20, 20),
+])
+def test_each_integer_parameter_has_its_default_and_its_range(name, given, expected):
+    request = parse_request(completion(prompt="x", **({} if given is None else {name: given})), chat=False,
+                            served_model="munuibot")
+    assert getattr(request, name) == expected
+
+
+@pytest.mark.parametrize("name, given, message", [
+    ("top_k", -2, "'top_k' must be at least -1; got -2"),
+    ("top_k", 1.5, "'top_k' must be an integer"),
+    ("seed", -1, "'seed' must be at least 0 and at most 9223372036854775807; got -1"),
+    ("seed", 2**63, "'seed' must be at least 0 and at most 9223372036854775807; got 9223372036854775808"),
+    ("min_tokens", -1, "'min_tokens' must be at least 0; got -1"),
+    ("max_tokens", 0, "'max_tokens' must be at least 1; got 0"),
+    ("prompt_logprobs", 21, "'prompt_logprobs' must be at least 0 and at most 20; got 21"),
+    ("logprobs", 21, "'logprobs' must be at least 0 and at most 20; got 21"),
+    ("logprobs", True, "'logprobs' must be an integer"),
+])
+def test_an_integer_out_of_range_is_refused_saying_the_range(name, given, message):
+    error = refused(completion(prompt="x", **{name: given}), is_chat=False)
+    assert (error.param, error.body()["error"]["message"]) == (name, message)
+
+
+def test_echo_lets_max_tokens_be_zero_to_score_the_prompt_alone():
+    request = parse_request(completion(prompt="x", echo=True, max_tokens=0, logprobs=1), chat=False, served_model="munuibot")
+    assert (request.max_tokens, request.echo) == (0, True)
+    error = refused(completion(prompt="x", max_tokens=5, min_tokens=6), is_chat=False)
+    assert (error.param, error.body()["error"]["message"]) == ("min_tokens", "'min_tokens' (6) must not exceed 'max_tokens' (5)")
+
+
+@pytest.mark.parametrize("stop, expected", [
+    (None, []), ("\n", ["\n"]), ([], []), (["a", "b", "c", "d"], ["a", "b", "c", "d"]),
+    (["x" * protocol.MAX_STOP_CHARS], ["x" * protocol.MAX_STOP_CHARS]),
+])
+def test_stop_takes_a_string_or_up_to_four_of_them(stop, expected):
+    assert parse_request(chat(stop=stop), chat=True, served_model="munuibot").stop == expected
+
+
+@pytest.mark.parametrize("stop, message", [
+    (7, "'stop' must be a non-empty string or a list of them"),
+    ([""], "'stop' must be a non-empty string or a list of them"),
+    (["a", 1], "'stop' must be a non-empty string or a list of them"),
+    (["a", "b", "c", "d", "e"], "'stop' takes at most 4 sequences of at most 200 characters"),
+    (["a", "x" * (protocol.MAX_STOP_CHARS + 1)], "'stop' takes at most 4 sequences of at most 200 characters"),
+])
+def test_a_bad_stop_is_refused_saying_what_it_takes(stop, message):
+    error = refused(chat(stop=stop))
+    assert (error.param, error.body()["error"]["message"]) == ("stop", message)
+
+
+def test_logit_bias_maps_token_ids_to_numbers_from_minus_100_to_100():
+    def bias(value):
+        return parse_request(chat(logit_bias=value), chat=True, served_model="munuibot").logit_bias
+
+    assert bias(None) is None and bias({}) is None
+    assert parse_request(chat(), chat=True, served_model="munuibot").logit_bias is None
+    assert bias({"5": -100, "7": 100, "9": 2.5}) == {5: -100.0, 7: 100.0, 9: 2.5}
+    assert all(type(v) is float for v in bias({"5": -100, "7": 1}).values())
+    assert len(bias({str(n): 1 for n in range(protocol.MAX_LOGIT_BIAS)})) == protocol.MAX_LOGIT_BIAS
+    shape = f"'logit_bias' must be an object of at most {protocol.MAX_LOGIT_BIAS} token ids to numbers in [-100, 100]"
+    for value, message in (([1], shape), ({str(n): 1 for n in range(protocol.MAX_LOGIT_BIAS + 1)}, shape),
+                           ({"a": 1}, "'logit_bias' maps token ids to numbers in [-100, 100]; got 'a': 1"),
+                           ({"1": 100.5}, "'logit_bias' maps token ids to numbers in [-100, 100]; got '1': 100.5"),
+                           ({"1": -100.5}, "'logit_bias' maps token ids to numbers in [-100, 100]; got '1': -100.5"),
+                           ({"1": True}, "'logit_bias' maps token ids to numbers in [-100, 100]; got '1': True"),
+                           ({"1": "2"}, "'logit_bias' maps token ids to numbers in [-100, 100]; got '1': '2'")):
+        error = refused(chat(logit_bias=value))
+        assert (error.param, error.body()["error"]["message"]) == ("logit_bias", message)
+
+
+@pytest.mark.parametrize("fields, param, message", [
+    ({"model": ""}, "model", "'model' is required"),
+    ({"model": 7}, "model", "'model' is required"),
+    ({"stream_options": [1]}, "stream_options", "'stream_options' must be an object"),
+    ({"stream_options": "yes"}, "stream_options", "'stream_options' must be an object"),
+])
+def test_a_missing_model_or_bad_stream_options_is_refused_by_name(fields, param, message):
+    error = refused(json.dumps({"messages": [{"role": "user", "content": "x"}], "model": "munuibot", **fields}).encode())
+    assert (error.param, error.body()["error"]["message"]) == (param, message)
+    assert not parse_request(chat(stream_options=None), chat=True, served_model="munuibot").include_usage
