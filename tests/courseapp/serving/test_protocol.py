@@ -462,3 +462,69 @@ def test_a_missing_model_or_bad_stream_options_is_refused_by_name(fields, param,
     error = refused(json.dumps({"messages": [{"role": "user", "content": "x"}], "model": "munuibot", **fields}).encode())
     assert (error.param, error.body()["error"]["message"]) == (param, message)
     assert not parse_request(chat(stream_options=None), chat=True, served_model="munuibot").include_usage
+
+
+def error_body(raw: bytes, *, is_chat=True) -> dict:
+    with pytest.raises(ApiError) as caught:
+        parse_request(raw, chat=is_chat, served_model="munuibot")
+    return caught.value.body()["error"]
+
+
+def test_a_parameter_of_the_other_endpoint_or_none_is_refused_saying_where_it_belongs():
+    assert error_body(chat(echo=True)) == {
+        "message": "'echo' is not supported by this server (it belongs to /v1/completions); it would be ignored, "
+                   "so the request is refused", "type": "invalid_request_error", "param": "echo", "code": "unsupported_parameter"}
+    assert error_body(completion(prompt="x", messages=[]), is_chat=False)["message"] == (
+        "'messages' is not supported by this server (it belongs to /v1/chat/completions); it would be ignored, "
+        "so the request is refused")
+    assert error_body(chat(guided_json={}))["message"] == (
+        "'guided_json' is not supported by this server; it would be ignored, so the request is refused")
+
+
+def test_a_parameter_taken_only_at_the_value_that_asks_nothing_says_why_otherwise():
+    for fields in ({"n": 1}, {"response_format": {"type": "text"}}, {"tools": []}, {"parallel_tool_calls": True},
+                   {"parallel_tool_calls": False}, {"store": False}, {"n": None}):
+        parse_request(chat(**fields), chat=True, served_model="munuibot")
+    assert error_body(chat(n=2)) == {"message": "only n=1 is supported; got 2", "type": "invalid_request_error",
+                                     "param": "n", "code": "unsupported_parameter"}
+    assert error_body(chat(n=True))["message"] == "only n=1 is supported; got true", "true is not 1"
+    assert error_body(chat(store=True))["message"] == "responses are not stored here ('store' must be false); got true"
+    schema = {"type": "json_schema", "json_schema": {"name": "주문", "schema": {"properties": {"x" * 100: {}}}}}
+    got = error_body(chat(response_format=schema))["message"].split("; got ", 1)[1]
+    assert got == json.dumps(schema, ensure_ascii=False)[:80], "the value quoted, in its own characters, cut at 80"
+
+
+def test_messages_take_four_roles_and_text_parts_and_developer_is_system():
+    messages = [{"role": "developer", "content": "상담원"}, {"role": "system", "content": "짧게"},
+                {"role": "user", "content": [{"type": "text", "text": "배송"}, {"type": "text", "text": " 언제"}]},
+                {"role": "assistant", "content": "내일"}]
+    assert parse_request(chat(messages=messages), chat=True, served_model="munuibot").messages == [
+        {"role": "system", "content": "상담원"}, {"role": "system", "content": "짧게"},
+        {"role": "user", "content": "배송 언제"}, {"role": "assistant", "content": "내일"}]
+
+
+@pytest.mark.parametrize("messages, param, message", [
+    (None, "messages", "'messages' must be a non-empty list of {role, content}"),
+    ("hi", "messages", "'messages' must be a non-empty list of {role, content}"),
+    (["hi"], "messages[0].role", "messages[0].role must be 'system', 'developer', 'user' or 'assistant'"),
+    ([{"role": "user", "content": "x"}, {"role": "tool", "content": "x"}], "messages[1].role",
+     "messages[1].role must be 'system', 'developer', 'user' or 'assistant'"),
+    ([{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "image_url", "image_url": {}}]}],
+     "messages[0].content", "messages[0].content: only text parts are supported"),
+    ([{"role": "user", "content": [{"type": "text", "text": 5}]}], "messages[0].content",
+     "messages[0].content: only text parts are supported"),
+    ([{"role": "user", "content": "x"}, {"role": "user"}], "messages[1].content", "messages[1].content must be a string"),
+])
+def test_a_bad_message_is_refused_naming_it(messages, param, message):
+    body = error_body(chat(messages=messages))
+    assert (body["param"], body["message"]) == (param, message)
+
+
+def test_a_body_that_is_not_a_json_object_or_names_another_model_says_so():
+    assert error_body(b"{not json")["message"] == "the request body is not valid JSON (JSONDecodeError)"
+    assert error_body(b"\xff")["message"] == "the request body is not valid JSON (UnicodeDecodeError)"
+    assert error_body(b"[1]")["message"] == "the request body must be a JSON object"
+    assert error_body(chat(model="gpt-4o")) == {
+        "message": "The model 'gpt-4o' does not exist; this server serves 'munuibot'.", "type": "not_found_error",
+        "param": "model", "code": "model_not_found"}
+    assert not parse_request(chat(), chat=True, served_model="munuibot").stream, "stream is off unless asked"
