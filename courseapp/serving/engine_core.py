@@ -49,8 +49,8 @@ class ServedEngine:
     def __init__(self, process: EngineProcess, key: str, options: dict):
         self.process, self.key, self.options = process, key, options
         self.max_model_len = 0
-        self._generation = -1  # the process it was opened in
-        self._closed = False
+        self._generation = -1  # pragma: no mutate (the process it was opened in; processes count from 1: any value below reads "none")
+        self._closed = False  # pragma: no mutate (None reads as False)
 
     def ensure_open(self) -> "ServedEngine":
         """Open in the process that runs now (again, if the one before died): loads the model."""

@@ -246,3 +246,42 @@ def test_health_says_the_engine_is_shutting_down_once_its_process_is_stopping():
     with pytest.raises(RuntimeError, match=r"^the engine is shutting down$"):
         ServedEngine(stopping, "site", OPTIONS).check_health()
     assert stopping.generation == 0, "no process started"
+
+
+class RecordingProcess:
+    """Stands in for an EngineProcess: records what a served engine asks of it."""
+
+    def __init__(self):
+        self.calls, self.generation, self.stopped, self._running = [], 0, False, False
+
+    def running(self):
+        return self._running
+
+    def ensure_running(self):
+        if not self._running:
+            self._running, self.generation = True, self.generation + 1
+
+    def ask(self, what, key, *args, wait_s=None):
+        self.calls.append((what, key, *args, wait_s))
+        return 2048 if what == "engine_open" else None
+
+    def view_close(self, key):
+        self.calls.append(("view_close", key))
+
+
+def test_opening_waits_for_the_model_to_load_and_stopping_closes_once_and_for_good():
+    """An engine opens with the longer wait a model load needs, and knows its context length;
+    stopped, it closes its viewers and its engine in the process once, and will not open again."""
+    from courseapp.demo.engine_process import ANSWER_WITHIN_S, READY_WITHIN_S
+
+    process = RecordingProcess()
+    engine = ServedEngine(process, "lab-7", OPTIONS)
+    assert engine.ensure_open() is engine and engine.max_model_len == 2048
+    assert process.calls == [("engine_open", "lab-7", OPTIONS, READY_WITHIN_S)] and READY_WITHIN_S > ANSWER_WITHIN_S
+    engine.ensure_open()
+    assert len(process.calls) == 1, "opened once while its process lives"
+    engine.stop()
+    engine.stop()
+    assert process.calls[1:] == [("view_close", "lab-7"), ("engine_close", "lab-7", ANSWER_WITHIN_S)]
+    with pytest.raises(RuntimeError, match=r"^the engine is shutting down$"):
+        engine.ensure_open()
