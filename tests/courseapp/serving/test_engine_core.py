@@ -285,3 +285,90 @@ def test_opening_waits_for_the_model_to_load_and_stopping_closes_once_and_for_go
     assert process.calls[1:] == [("view_close", "lab-7"), ("engine_close", "lab-7", ANSWER_WITHIN_S)]
     with pytest.raises(RuntimeError, match=r"^the engine is shutting down$"):
         engine.ensure_open()
+
+
+class AnsweringProcess(RecordingProcess):
+    """Answers each request it is sent with `answer` (what the engine process would put on the
+    stream), as the engine process's reader thread does."""
+
+    def __init__(self, answer):
+        super().__init__()
+        import threading
+
+        self.answer, self.lock, self.streams, self.opening = answer, threading.Lock(), {}, {}
+        self._running, self.generation = True, 1
+
+    def send(self, message):
+        self.calls.append(message)
+        if message[0] == "open":
+            stream = self.opening[(message[1], message[2])]
+            stream.accepted.set_result(self.answer)
+
+    def forget(self, sid):
+        with self.lock:
+            self.streams.pop(sid, None)
+            self.opening.pop(sid, None)
+
+
+def test_a_refused_or_failed_open_says_why_and_leaves_nothing_behind():
+    """A request the engine refuses reaches the client as its reason and parameter (a 400); one the
+    engine failed on, as a 500 with the engine's words; neither keeps a stream in the process."""
+    from courseapp.serving.protocol import ApiError
+
+    async def ask(engine):
+        return await engine.open(messages=ASK, prompt="", max_tokens=5, sampling=GREEDY, request_id="r1")
+
+    for answer in (("refused", "the prompt is 3000 tokens; this model's context is 2048", "messages"),
+                   ("failed", "CUDA out of memory")):
+        process = AnsweringProcess(answer)
+        engine = ServedEngine(process, "site", OPTIONS)
+        engine._generation = 1  # opened in this process
+        with pytest.raises((ServingRefused, ApiError)) as caught:
+            run_in_fresh_loop(lambda: ask(engine))
+        if answer[0] == "refused":
+            assert isinstance(caught.value, ServingRefused) and str(caught.value) == answer[1]
+            assert caught.value.param == "messages"
+        else:
+            assert (caught.value.status, caught.value.body()["error"]) == (500, {
+                "message": "The engine failed: CUDA out of memory", "type": "internal_server_error", "param": None,
+                "code": None})
+        assert process.streams == {} and process.opening == {}, "nothing left for a request that never ran"
+
+
+def test_a_streams_outputs_grow_its_text_logprobs_and_metrics_as_the_engine_sends_them():
+    """What the engine process sends per step, applied to the client's output: pieces appended,
+    text replaced whole when it did not grow (a stop string cut it), token ids and logprobs
+    accumulated, the prompt's logprobs and the metrics taken when they come; an error raises."""
+    from courseapp.demo.engine_process import Stream
+    from courseapp.serving.engine_core import _Handle
+
+    async def read(items):
+        stream = Stream(asyncio.get_running_loop())
+        for item in items:
+            stream.items.put_nowait(item)
+        return [(o.text, list(o.token_ids), o.logprobs, o.prompt_logprobs, o.finished) async for o in _Handle(stream)]
+
+    lp = [(3, -0.1, 1, [])], [(4, -0.2, 1, [])]
+    seen = run_in_fresh_loop(lambda: read([
+        ("r", True, "배송", [3], False, None, None, lp[0], [None, "p"]),
+        ("r", True, " 언제\n", [4], False, None, None, lp[1], None),
+        ("r", False, "배송 언제", [], True, "stop", {"ttft": 0.1, "e2e": 0.5}, None, None)]))
+    # the reader was not behind here only if it took each item before the next came; merged or not,
+    # the last output is the whole
+    text, ids, logprobs, prompt_logprobs, finished = seen[-1]
+    assert (text, ids, finished) == ("배송 언제", [3, 4], True)
+    assert logprobs == lp[0] + lp[1] and prompt_logprobs == [None, "p"]
+    with pytest.raises(RuntimeError, match=r"^the engine process failed: the model crashed$"):
+        run_in_fresh_loop(lambda: read([("r", "error", "the model crashed")]))
+
+    async def one_by_one():
+        stream = Stream(asyncio.get_running_loop())
+        handle, outs = _Handle(stream), []
+        stream.items.put_nowait(("r", True, "가", [1], False, None, None, None, None))
+        async for o in handle:
+            outs.append((o.text, o.finish_reason, getattr(o.metrics, "e2e", None)))
+            if not o.finished:
+                stream.items.put_nowait(("r", True, "나", [2], True, "length", {"e2e": 0.3}, None, None))
+        return outs
+
+    assert run_in_fresh_loop(one_by_one) == [("가", None, None), ("가나", "length", 0.3)]
