@@ -15,6 +15,7 @@ import re
 import pickle
 import signal
 import socket
+import sys
 import threading
 import time
 from pathlib import Path
@@ -283,6 +284,7 @@ def _ask(channel: socket.socket, environ: dict, body: bytes):
 
 def test_a_worker_says_ready_then_answers_each_request_whole_and_survives_a_failing_one():
     ours, theirs = socket.socketpair()
+    ours.settimeout(10)  # a worker that never answers fails the test, not hangs it
     seen = []
 
     def serve(environ, body):
@@ -309,6 +311,7 @@ def test_a_worker_says_ready_then_answers_each_request_whole_and_survives_a_fail
 
 def test_recv_exactly_waits_for_every_byte_and_says_none_when_the_peer_left():
     ours, theirs = socket.socketpair()
+    theirs.settimeout(10)  # a reader that waits for more than was sent fails the test, not hangs it
     ours.sendall(b"abc")
     sender = threading.Timer(0.1, lambda: ours.sendall(b"defg"))
     sender.daemon = True  # a failing test must not wait for it
@@ -328,6 +331,7 @@ def test_call_wsgi_gives_the_app_the_body_and_closes_its_response():
             closed.append(True)
 
     def app(environ, start_response):
+        assert environ["wsgi.errors"] is sys.stderr  # where Django writes what a view printed to it
         start_response("201 Created", [("Content-Type", "text/plain")])
         return Response([b"got ", environ["wsgi.input"].read(), b"!"])
 
