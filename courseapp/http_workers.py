@@ -240,7 +240,7 @@ class WorkerPool:
         if worker not in self._pool:
             return
         self._pool.remove(worker)
-        if worker.writer is not None:
+        if worker.writer is not None:  # pragma: no mutate (its transport closes itself once the dead worker's end is read)
             worker.writer.close()
         for n, future in enumerate(worker.jobs):
             if not future.done():

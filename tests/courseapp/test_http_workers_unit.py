@@ -80,7 +80,8 @@ def request(method: str, path: str) -> dict:
 
 async def until(condition, within: float = 15.0) -> None:
     """Waits for `condition()`, failing after `within` seconds: a pool that never starts the request
-    fails the test in seconds, not at the loop's time limit."""
+    fails the test in seconds, not at the loop's time limit. (Each scene is bounded at 25 s: a
+    pool that never answers fails the test well inside make mutation's limit, as a kill.)"""
     async def poll():
         while not condition():
             await asyncio.sleep(0.02)
@@ -116,7 +117,7 @@ def test_a_dead_worker_fails_only_the_post_it_was_running_and_the_rest_run_once_
 
     try:
         with caplog.at_level(logging.ERROR, logger="courseapp.http_workers"):
-            (status, headers, body), (next_status, _, next_body), third = run_in_fresh_loop(scene, timeout=45)
+            (status, headers, body), (next_status, _, next_body), third = run_in_fresh_loop(scene, timeout=25)
     finally:
         pool.close()
     # the socket's end reads as a short read or a reset, by whether the worker had unread data
@@ -148,7 +149,7 @@ def test_a_get_whose_worker_died_is_asked_again(tmp_path, method):
         return first
 
     try:
-        run_in_fresh_loop(scene, timeout=45)
+        run_in_fresh_loop(scene, timeout=25)
     finally:
         pool.close()
     assert begun(log) == [f"{method} /hang", f"{method} /hang"]
@@ -158,7 +159,7 @@ def test_a_get_that_kills_every_worker_is_tried_three_times_then_answered_503(tm
     log = tmp_path / "begun.txt"
     pool = FakePool(log)
     try:
-        status, _, _ = run_in_fresh_loop(lambda: pool.serve(request("GET", "/die"), b""), timeout=45)
+        status, _, _ = run_in_fresh_loop(lambda: pool.serve(request("GET", "/die"), b""), timeout=25)
     finally:
         pool.close()
     assert status == "503 Service Unavailable"
@@ -175,7 +176,7 @@ def test_a_request_the_worker_failed_to_serve_raises_with_its_reason_and_the_wor
         return await pool.serve(request("GET", "/after"), b"")
 
     try:
-        assert run_in_fresh_loop(scene, timeout=45) == ("200 OK", [], b"/after")
+        assert run_in_fresh_loop(scene, timeout=25) == ("200 OK", [], b"/after")
     finally:
         pool.close()
     assert begun(log) == ["GET /boom", "GET /after"], "asked once: a failure is an answer, not a death"
@@ -195,7 +196,7 @@ def test_requests_go_to_the_worker_with_the_fewest_in_hand(tmp_path):
             task.cancel()
 
     try:
-        run_in_fresh_loop(scene, timeout=45)
+        run_in_fresh_loop(scene, timeout=25)
         assert sorted(len(w.jobs) for w in pool._pool) == [1, 1]
         assert len({pid for pid, what in begun_by(log) if what == "GET /hang"}) == 2, "one each, not both on one"
     finally:
@@ -211,7 +212,7 @@ def test_a_worker_that_dies_before_it_is_ready_is_replaced_a_second_later_and_th
                 answer = await pool.serve(request("GET", "/page"), b"")
                 await until(lambda: caplog.records)
                 return answer
-            answer = run_in_fresh_loop(scene, timeout=45)
+            answer = run_in_fresh_loop(scene, timeout=25)
     finally:
         pool.close()
     assert answer == ("200 OK", [], b"/page")
@@ -240,7 +241,7 @@ def test_a_worker_found_dead_while_idle_gives_its_request_to_another(tmp_path, c
 
     try:
         with caplog.at_level(logging.ERROR, logger="courseapp.http_workers"):
-            dead_pid, answers = run_in_fresh_loop(scene, timeout=45)
+            dead_pid, answers = run_in_fresh_loop(scene, timeout=25)
     finally:
         pool.close()
     assert answers == [("200 OK", [], f"/{n}".encode()) for n in range(4)]
@@ -263,7 +264,7 @@ def test_a_worker_whose_socket_broke_while_it_lives_on_is_stopped_and_its_exit_l
 
     try:
         with caplog.at_level(logging.ERROR, logger="courseapp.http_workers"):
-            severed, answer = run_in_fresh_loop(scene, timeout=45)
+            severed, answer = run_in_fresh_loop(scene, timeout=25)
     finally:
         pool.close()
     assert answer == ("200 OK", [], b"/page") and not severed.is_alive()
@@ -282,7 +283,7 @@ def _ask(channel: socket.socket, environ: dict, body: bytes):
     return pickle.loads(http_workers._recv_exactly(channel, http_workers._HEADER.unpack(header)[0]))
 
 
-def test_a_worker_says_ready_then_answers_each_request_whole_and_survives_a_failing_one():
+def test_a_worker_says_ready_then_answers_each_request_whole_and_survives_a_failing_one(caplog):
     ours, theirs = socket.socketpair()
     ours.settimeout(10)  # a worker that never answers fails the test, not hangs it
     seen = []
@@ -300,7 +301,10 @@ def test_a_worker_says_ready_then_answers_each_request_whole_and_survives_a_fail
         assert http_workers._recv_exactly(ours, http_workers._HEADER.unpack(header)[0]) == b"ready"
         big = bytes(range(256)) * 8192  # 2 MiB: read in many pieces on both sides
         assert _ask(ours, request("POST", "/big"), big) == (True, ("200 OK", [("X-Len", str(len(big)))], big[::-1]))
-        assert _ask(ours, request("GET", "/boom"), b"") == (False, "ValueError: no such page")
+        with caplog.at_level(logging.ERROR, logger="courseapp.http_workers"):
+            assert _ask(ours, request("GET", "/boom"), b"") == (False, "ValueError: no such page")
+        [record] = caplog.records  # in the worker's log, with its traceback
+        assert record.getMessage() == "An HTTP worker failed to serve a request." and record.exc_info[0] is ValueError
         assert _ask(ours, request("GET", "/empty"), b"") == (True, ("200 OK", [("X-Len", "0")], b""))
         assert seen == [("/big", len(big)), ("/boom", 0), ("/empty", 0)]
     finally:
