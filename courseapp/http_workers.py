@@ -263,7 +263,7 @@ class WorkerPool:
         whose socket broke while it lives on is of no use and is stopped after REAP_PATIENCE."""
         process.join(0)
         if process.exitcode is None:
-            if waited >= REAP_PATIENCE:
+            if waited >= REAP_PATIENCE:  # pragma: no mutate (> waits one more look: 50 ms)
                 process.kill()
             self._loop.call_later(REAP_POLL, self._reap, process, why, waited + REAP_POLL)
             return

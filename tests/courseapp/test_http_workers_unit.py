@@ -36,6 +36,8 @@ def fake_worker(channel: socket.socket, log: str) -> None:
             out.write(f"{os.getpid()} {environ['REQUEST_METHOD']} {environ['PATH_INFO']}\n")
         if environ["PATH_INFO"] == "/hang":
             signal.pause()
+        if environ["PATH_INFO"] == "/slow":
+            time.sleep(0.3)
         if environ["PATH_INFO"] == "/die":  # every worker that begins it dies
             os._exit(1)
         if environ["PATH_INFO"] == "/boom":
@@ -201,6 +203,23 @@ def test_requests_go_to_the_worker_with_the_fewest_in_hand(tmp_path):
         assert len({pid for pid, what in begun_by(log) if what == "GET /hang"}) == 2, "one each, not both on one"
     finally:
         pool.close()
+
+
+def test_requests_waiting_for_a_worker_begin_in_the_order_they_came(tmp_path):
+    log = tmp_path / "begun.txt"
+    pool = FakePool(log)
+
+    async def scene():
+        await pool.serve(request("GET", "/warm"), b"")
+        # the worker holds two; the other three wait in line
+        later = [asyncio.ensure_future(pool.serve(request("GET", path), b"")) for path in ("/slow", "/a", "/b", "/c", "/d")]
+        await asyncio.wait_for(asyncio.gather(*later), 15)
+
+    try:
+        run_in_fresh_loop(scene, timeout=25)
+    finally:
+        pool.close()
+    assert begun(log) == ["GET /warm", "GET /slow", "GET /a", "GET /b", "GET /c", "GET /d"], "first come, first served"
 
 
 def test_a_worker_that_dies_before_it_is_ready_is_replaced_a_second_later_and_the_request_served(tmp_path, caplog):
