@@ -12,6 +12,7 @@ touched. Prints killed / survived / no tests / timeouts per module and every sur
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -113,11 +114,20 @@ def run(module: str, files: list[str], tests: list[str]) -> dict:
         # tests/conftest.py: no shrinking, and each mutant's tests in the order MODULES lists them
         # and the demo host's tests wait 20 s, not 60, for a thread a mutant has stopped
         env = {**os.environ, "HYPOTHESIS_PROFILE": "mutation", "MUTATION_TEST_ORDER": ",".join(tests), "HANG_GUARD_S": "20"}
-        done = subprocess.run([*mutmut, "run"], cwd=work, capture_output=True, text=True, env=env,
-                              preexec_fn=_limit_memory)
-        if done.returncode != 0:
-            print(done.stdout[-3000:], done.stderr[-3000:], sep="\n")
-            raise SystemExit(f"mutmut failed on {module} ({done.returncode})")
+        # Its output goes to a file, not a pipe, and its session is ended when it is done: a
+        # mutant's test killed at its time limit can leave processes behind (a pool's workers),
+        # and one holding a pipe open kept this script waiting after mutmut had finished.
+        with open(work / "mutmut-run.log", "w") as out:
+            mutmut_run = subprocess.Popen([*mutmut, "run"], cwd=work, stdout=out, stderr=subprocess.STDOUT, env=env,
+                                          preexec_fn=_limit_memory, start_new_session=True)
+            returncode = mutmut_run.wait()
+        try:
+            os.killpg(mutmut_run.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        if returncode != 0:
+            print((work / "mutmut-run.log").read_text(errors="replace")[-6000:])
+            raise SystemExit(f"mutmut failed on {module} ({returncode})")
         listed = subprocess.run([*mutmut, "results", "--all", "true"], cwd=work, capture_output=True, text=True).stdout
         status = dict(re.findall(r"^\s*(\S+): (\w[\w ]*)$", listed, re.M))
         counts = {kind: sum(1 for s in status.values() if s == kind) for kind in ("killed", "survived", "no tests", "timeout")}

@@ -10,6 +10,7 @@ thread, so that `make mutation` sees these tests reach it (it maps mutants to th
 them in the test process, not in the workers it spawns)."""
 import asyncio
 import logging
+import multiprocessing
 import os
 import re
 import pickle
@@ -27,10 +28,17 @@ from courseapp.http_workers import WorkerPool, _answer_requests, _Worker
 from tests.aio import run_in_fresh_loop
 
 
+def _exit_with_the_test() -> None:
+    """A fake worker ends with the test process, as a real one does with its server, even when the
+    test process was killed (make mutation kills a mutant's tests at their time limit)."""
+    threading.Thread(target=http_workers._exit_with, args=(multiprocessing.parent_process().sentinel,), daemon=True).start()
+
+
 def fake_worker(channel: socket.socket, log: str) -> None:
     """Answers each request with its path; /hang hangs (so the test can kill it mid-request).
     Every request begun is appended to `log`, one line each, before it runs. The framing is the
     real worker's (http_workers._answer_requests)."""
+    _exit_with_the_test()
     def serve(environ: dict, _body: bytes):
         with open(log, "a") as out:
             out.write(f"{os.getpid()} {environ['REQUEST_METHOD']} {environ['PATH_INFO']}\n")
@@ -56,6 +64,7 @@ def stillborn_worker(channel: socket.socket, log: str) -> None:
 
 def severed_worker(channel: socket.socket, log: str) -> None:
     """Says ready, closes its socket and lives on (a worker whose connection broke)."""
+    _exit_with_the_test()
     channel.sendall(http_workers._HEADER.pack(len(http_workers._READY)) + http_workers._READY)
     channel.close()
     signal.pause()
