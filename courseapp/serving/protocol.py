@@ -115,10 +115,12 @@ def _refuse_unsupported(body: dict, chat: bool) -> None:
             hint = f" (it belongs to {other})" if name in KNOWN[not chat] else ""
             raise bad(f"'{name}' is not supported by this server{hint}; it would be ignored, so the request is refused",
                       name, "unsupported_parameter")
-        value = body[name]
+        value, allowed = body[name], NO_OP.get(name)
+        if allowed is None or value is None:
+            continue
         # a bool where a number is taken is refused (True == 1 in Python, not in the API)
-        number_as_bool = isinstance(value, bool) and not any(isinstance(ok, bool) for ok in NO_OP.get(name, ()))
-        if name in NO_OP and value is not None and (value not in NO_OP[name] or number_as_bool):
+        number_as_bool = isinstance(value, bool) and not any(isinstance(ok, bool) for ok in allowed)
+        if value not in allowed or number_as_bool:
             raise bad(_WHY[name] + f"; got {json.dumps(value, ensure_ascii=False)[:80]}", name, "unsupported_parameter")
 
 

@@ -350,11 +350,16 @@ NUMBERS = [  # name, default, low, high, low open, the field it sets
 ]
 
 
-def refused(raw: bytes, *, is_chat=True) -> ApiError:
+def raised(raw: bytes, *, is_chat=True) -> ApiError:
     with pytest.raises(ApiError) as caught:
         parse_request(raw, chat=is_chat, served_model="munuibot")
-    assert caught.value.status == 400
     return caught.value
+
+
+def refused(raw: bytes, *, is_chat=True) -> ApiError:
+    error = raised(raw, is_chat=is_chat)
+    assert error.status == 400
+    return error
 
 
 @pytest.mark.parametrize("name, default, low, high, low_open, field", NUMBERS)
@@ -465,9 +470,7 @@ def test_a_missing_model_or_bad_stream_options_is_refused_by_name(fields, param,
 
 
 def error_body(raw: bytes, *, is_chat=True) -> dict:
-    with pytest.raises(ApiError) as caught:
-        parse_request(raw, chat=is_chat, served_model="munuibot")
-    return caught.value.body()["error"]
+    return raised(raw, is_chat=is_chat).body()["error"]
 
 
 def test_a_parameter_of_the_other_endpoint_or_none_is_refused_saying_where_it_belongs():
