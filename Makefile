@@ -34,22 +34,27 @@ run: content static
 
 # The whole suite on SQLite (scaled mode on Redis included), then the app again on PostgreSQL (the
 # machine runs one on 127.0.0.1:5432; TEST_DATABASE_URL overrides, an empty value skips it), less
-# what does not touch the database or only keeps what a scene computed (serving, the engine process,
-# the scenes' figures, the demo host on its own), with the scaled-mode tests whose
+# what does not touch the database or only keeps what a scene computed (PG_NOT_DATABASE: serving,
+# the engine process, the scenes and their traces, the demo host on its own, the lab's client and
+# report, the HTTP workers, the grading functions), with the scaled-mode tests whose
 # outcome the database's locking decides (seats, runs shared by two workers, a run nobody takes)
 # or that kills its connections (PostgreSQL backends terminated mid-run).
 TEST_DATABASE_URL ?= postgres://127.0.0.1:5432/test
+PG_NOT_DATABASE = $(addprefix --ignore=tests/courseapp/,serving test_page_imports.py test_http_workers_unit.py test_settings.py \
+	demo/test_engine_process.py demo/test_scenes.py demo/test_host.py demo/test_traces.py demo/test_frames.py demo/test_served_view.py \
+	lab/test_experiments.py lab/test_report.py lab/test_services.py quizzes/test_grading.py)
 PG_SCALED = $(addprefix tests/e2e/test_scaled.py::test_,six_runs_on_one_worker_of_two_seats_wait_their_turn_and_all_finish \
 	two_workers_share_the_runs_and_the_page_names_each_runs_host with_no_worker_a_run_waits_queued_then_fails_saying_no_worker_took_it) \
 	tests/e2e/test_scaled_faults.py::test_postgresql_backends_killed_mid_run_cost_a_retry_not_the_run
 # Two test processes (pytest-xdist), each handed whole files: the suite spends half its time
 # waiting on servers, browsers and workers it starts. TEST_PROCESSES=0 runs it in this one.
 TEST_PROCESSES ?= 2
-PYTEST = $(BIN)/python -m pytest -n $(TEST_PROCESSES) --dist loadfile
+# The 15 slowest tests are printed at the end: CI's log says where the time went.
+PYTEST = $(BIN)/python -m pytest -n $(TEST_PROCESSES) --dist loadfile --durations=15
 test: install
 	$(PYTEST)
 	if [ -z "$(TEST_DATABASE_URL)" ]; then echo "*** TEST_DATABASE_URL is empty: the PostgreSQL pass is SKIPPED (CI refuses this: .ci/run) ***" >&2; fi
-	if [ -n "$(TEST_DATABASE_URL)" ]; then DATABASE_URL=$(TEST_DATABASE_URL) $(PYTEST) -q tests/courseapp $(PG_SCALED) --ignore=tests/courseapp/serving --ignore=tests/courseapp/test_page_imports.py --ignore=tests/courseapp/demo/test_engine_process.py --ignore=tests/courseapp/demo/test_scenes.py --ignore=tests/courseapp/demo/test_host.py; fi
+	if [ -n "$(TEST_DATABASE_URL)" ]; then DATABASE_URL=$(TEST_DATABASE_URL) $(PYTEST) -q tests/courseapp $(PG_SCALED) $(PG_NOT_DATABASE); fi
 
 # Mutation testing of the costliest modules (tests/mutation.py; slow, not part of `make test`):
 # killed/survived per module and every survivor's diff; fails under 90% killed. MODULES=… picks some

@@ -21,15 +21,27 @@ def pytest_collection_modifyitems(config, items):
     """tests/mutation.py names a module's tests fastest first (MUTATION_TEST_ORDER): mutmut hands
     pytest a mutant's tests in no order, and a mutant that the unit tests kill in seconds would
     otherwise wait for the slow ones first (and could run past its time limit).
+    Otherwise the heaviest files go first (HEAVIEST_FIRST, below).
     And no two tests share an id: pytest-xdist hands tests out by id and would run one of them."""
     ids = Counter(item.nodeid for item in items)
     twice = sorted(nodeid for nodeid, n in ids.items() if n > 1)
     if twice:
         raise pytest.UsageError(f"tests sharing an id (give each its own): {twice}")
     order = os.environ.get("MUTATION_TEST_ORDER")
-    if order:
-        rank = {path: i for i, path in enumerate(order.split(","))}
-        items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
+    rank = {path: i for i, path in enumerate(order.split(",") if order else HEAVIEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
+
+
+# The files that take longest (CI's durations, 2 cores), longest first; the rest keep
+# pytest-randomly's order. pytest-xdist hands out whole files in collection order, so one of
+# these drawn last kept one process busy for minutes after the other had finished (the same
+# suite took 643 to 716 s by the order alone). Longest first leaves the short files for the end.
+HEAVIEST_FIRST = (
+    "tests/e2e/test_scaled.py", "tests/bench/test_engine_bench_smoke.py", "tests/e2e/test_demo.py",
+    "tests/e2e/test_scaled_faults.py", "tests/e2e/test_presets_process.py", "tests/e2e/test_readme_scaled.py",
+    "tests/bench/test_web_bench_smoke.py", "tests/e2e/test_axe.py", "tests/engine/test_compiled.py",
+    "tests/courseapp/demo/test_traces.py", "tests/e2e/test_lab.py", "tests/e2e/test_serving.py",
+)
 
 
 @pytest.fixture(scope="session")
