@@ -137,7 +137,7 @@ def preempt_lines(report: dict) -> list[str]:
 
 def _display_width(text: str) -> int:
     """Columns a terminal gives the text: Hangul and other wide characters take two."""
-    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+    return sum(2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1 for ch in text)
 
 
 def as_text(report: dict, width: int = 100) -> str:

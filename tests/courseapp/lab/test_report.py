@@ -223,14 +223,18 @@ def test_the_reading_lines_hold_at_their_limits(sample_report):
         return reading("3t", sample_report)
 
     assert "whole blocks" in cached(32)["reading"] and not cached(32)["warning"]
-    assert "whole blocks" not in cached(33)["reading"] and cached(33)["warning"]
-    assert "whole blocks" not in cached(0)["reading"] and not cached(0)["warning"]
+    assert "whole blocks" not in cached(33)["reading"]
+    assert cached(33)["warning"] == ("Many tokens matched although a clock leads the prompt: check that the two "
+                                     "beginnings really differed.")
+    assert "whole blocks" not in cached(0)["reading"] and cached(0)["warning"] == ""
 
     one = {"time": "t", "t": 0.0, "running": 2.0, "waiting": 0.0, "kv": 0.1}
     assert during_2({"series": [one]}) == [one], "a single sample is kept"
     assert during_2({"series": [one, one | {"t": 1.0}]}) == [one], "the last, taken after experiment 2, is not"
     sample_report["series"] = [one] * 6
     assert "at most 2 running" in reading("4", sample_report)["reading"] and not reading("4", sample_report)["warning"]
+    sample_report["series"] = []  # no gauge on the /metrics page
+    assert "This run: 0 samples during experiment 2, at most 0 running." in reading("4", sample_report)["reading"]
     sample_report["series"] = [one | {"running": None}] * 6
     assert "at most 0 running" in reading("4", sample_report)["reading"] and reading("4", sample_report)["warning"]
 
@@ -245,3 +249,98 @@ def test_the_servers_own_interval_is_shown_only_when_both_sides_were_measured(sa
     text = reading("2", sample_report)["reading"]
     assert text.startswith("§3.3 predicts") and "(inter-token latency): a token every 5.00 ms alone and 8.00 ms" in text
     assert "decoded at 62% of its rate alone" in text
+
+
+def test_one_request_of_experiment_2_is_shown_as_itself_and_different_answers_stand_apart(sample_report):
+    """A run at concurrency 1 has nothing to compare: its answer is labelled #1, not "all 1 gave
+    the same output"; different answers are separated by a blank line, in the table and the terminal."""
+    sample_report["concurrent"]["requests"] = sample_report["concurrent"]["requests"][:1]
+    assert _row(sample_report, "2")["output"] == "[#1] 분류: 배송"
+    sample_report["concurrent"]["requests"] = [measured("1", text="가"), measured("2", text="나"), measured("3", text="가")]
+    assert _row(sample_report, "2")["output"] == "[#1, #3] 가\n\n[#2] 나"
+    lines = report.as_text(sample_report).splitlines()
+    at = lines.index("    [#1, #3] 가")
+    assert lines[at + 1:at + 3] == ["    ", "    [#2] 나"], "the blank line between two answers is kept"
+
+
+def test_an_empty_answer_and_a_long_one_keep_the_terminal_layout(sample_report):
+    """An answer with no text is one indented empty line (not a missing block); a paragraph
+    wraps at 100 columns, indented."""
+    sample_report["single"]["text"] = ""
+    lines = report.as_text(sample_report).splitlines()
+    first = lines.index("■ 1. 요청 1건")
+    assert lines[first + 4:first + 7] == ["  출력 원문", "    ", ""]
+    sample_report["single"]["text"] = "a" * 96 + " " + "b" * 10
+    lines = report.as_text(sample_report).splitlines()
+    assert lines[first + 5:first + 7] == ["    " + "a" * 96, "    " + "b" * 10], "4 + 96 columns fill a line of 100"
+    assert report.as_text(sample_report, width=120).splitlines()[first + 5] == "    " + "a" * 96 + " " + "b" * 10
+
+
+def test_hangul_labels_take_two_columns_so_the_values_line_up(sample_report):
+    """The terminal's labels (조건, 측정값, 읽는 법) are padded by display width: every value of a
+    block starts in the same column on a terminal, where a Hangul syllable is two columns wide."""
+    lines = report.as_text(sample_report).splitlines()
+    first = lines.index("■ 1. 요청 1건")
+    starts = [report._display_width(line[:line.index(value)]) for line, value in
+              zip(lines[first + 1:first + 4], ("temperature", "출력", "기준선"))]
+    assert len(set(starts)) == 1 and starts[0] == 2 + 7 + 2, starts  # indent, "읽는 법" (7 columns), 2 spaces
+
+
+def test_the_launch_command_left_unknown_and_ignore_eos_are_said(sample_report):
+    del sample_report["settings"]["launch_command"]
+    assert report.as_text(sample_report).startswith("기동 명령 원문: (모름: 서버를 띄운 명령을 함께 적어 두세요)")
+    assert "ignore_eos" not in _row(sample_report, "1")["condition"]
+    sample_report["settings"]["ignore_eos"] = True
+    assert _row(sample_report, "1")["condition"].startswith("temperature 0, max_tokens 200, ignore_eos,")
+
+
+def test_experiment_3_names_the_first_requests_prompt_length(sample_report):
+    """The prompt length in the condition is the first request's, the one that filled the cache
+    (in 3b the second prompt's clock can tokenize to a different length)."""
+    sample_report["prefix"]["time"][1]["prompt_tokens"] = 1570
+    assert "프롬프트 1,565토큰" in _row(sample_report, "3t")["condition"]
+
+
+def test_a_report_without_metric_names_a_series_or_a_preemption_counter_reads_without_failing(sample_report):
+    """An older report (no metric_names), a /metrics page without the gauges (no samples) and one
+    without the preemption counter: each row says what is missing instead of failing."""
+    del sample_report["metric_names"]
+    sample_report["series"] = []
+    sample_report["preemptions"] = {"before": None, "after": None, "delta": None}
+    rows = {row["id"]: row for row in report.rows(sample_report)}
+    assert rows["4"]["condition"].endswith(": (없음), (없음), (없음)")
+    assert rows["4"]["measure"].startswith("표본 0개;")
+    assert rows["5"]["measure"] == "지표를 찾지 못함"
+    assert rows["5"]["condition"] == "실험 2 직전·직후 vllm:num_preemptions_total"
+    sample_report["metric_names"] = {"preemptions": "vllm:num_preemptions"}  # the name this server had
+    assert _row(sample_report, "5")["condition"] == "실험 2 직전·직후 vllm:num_preemptions"
+
+
+def test_every_preempt_line_of_the_log_is_shown_one_per_line(sample_report):
+    second = dict(sample_report["logs"][2], line="WARNING 12-01 10:00:07 [scheduler.py] Sequence group b is preempted")
+    sample_report["logs"].append(second)
+    assert _row(sample_report, "5")["output"] == sample_report["logs"][2]["line"] + "\n" + second["line"]
+
+
+def test_the_page_shows_every_stats_line_and_the_terminal_those_of_experiment_2(sample_report):
+    assert report.stats_lines(sample_report) == [sample_report["logs"][0]["line"], sample_report["logs"][1]["line"]]
+    assert report.stats_lines(sample_report, during_2=True) == [sample_report["logs"][0]["line"]]
+
+
+def test_a_log_that_cannot_be_read_is_said_in_its_own_line(sample_report):
+    sample_report["logs"] = None
+    lines = report.as_text(sample_report).splitlines()
+    at = lines.index("서버 로그 (실험 2 구간의 통계 줄):")
+    assert lines[at + 1] == "  (이 서버의 로그는 여기서 읽을 수 없음: --log-file로 로그 파일을 알려 주세요)"
+
+
+@pytest.mark.usefixtures("english")
+def test_experiment_2_flags_a_total_under_1_2_times_one_requests_and_adds_the_servers_measure_as_a_sentence(sample_report):
+    from courseapp.lab.reading import reading
+
+    sample_report["concurrent"]["server_tokens_per_s"] = 1.2 * 160.0
+    assert "only" not in reading("2", sample_report)["warning"], "1.2× is enough"
+    sample_report["concurrent"]["server_tokens_per_s"] = 1.19 * 160.0
+    assert "only 1.2×" in reading("2", sample_report)["warning"]
+    sample_report["concurrent"]["server_token_interval"] = {"alone_ms": 5.0, "together_ms": 8.0, "metric": "m"}
+    assert "scene (§3.2). The server's own measure (m):" in reading("2", sample_report)["reading"]
