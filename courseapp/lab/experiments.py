@@ -73,6 +73,12 @@ BATCHING_SEATS = 4  # experiment 7: seats (max_num_seqs) of both engines, so tha
 BATCHING_REQUESTS = 12  # every third runs to max_tokens, the others stop at an eighth of it
 
 
+def short_answer_tokens(max_tokens: int) -> int:
+    """Experiment 7's short answers: an eighth of the long ones, at least 4 tokens (a short
+    max_tokens would otherwise leave them 1 or 2 tokens, too short to wait behind anything)."""
+    return max(4, max_tokens // 8)
+
+
 class LabError(RuntimeError):
     """The lab could not go on (the server refused, went away, or speaks another protocol)."""
 
@@ -335,7 +341,7 @@ class Lab:
         ends, so the short ones queued behind wait; continuous batching gives a freed seat to the
         next request at the next step."""
         s = self.settings
-        long, short = s.max_tokens, max(4, s.max_tokens // 8)
+        long, short = s.max_tokens, short_answer_tokens(s.max_tokens)
         lengths = [long if i % 3 == 0 else short for i in range(BATCHING_REQUESTS)]
         result = {"seats": BATCHING_SEATS, "long": long, "short": short}
         for mode in ("continuous", "static"):

@@ -203,6 +203,21 @@ def test_experiment_7_sends_the_same_mixed_batch_to_both_engines(lab):
         assert m["short_mean_latency_s"] == pytest.approx(sum(shorts) / 8)
 
 
+def test_experiment_7s_short_answers_are_an_eighth_of_the_long_ones_and_never_under_4_tokens():
+    assert [experiments.short_answer_tokens(n) for n in (40, 200, 39, 32, 31, 24, 1)] == [5, 25, 4, 4, 4, 4, 4]
+
+
+def test_the_pool_is_sized_for_experiment_3s_request_with_the_lab_s_own_tag_and_clock():
+    """services.min_num_blocks counts longest_messages(): the system prompt experiment 3 sends, its
+    session tag and clock in the formats the lab writes them (8 digits; to the second), nothing more."""
+    import re
+
+    system = experiments.longest_messages()[0]["content"]
+    assert re.fullmatch(r"현재 시각: \d{4}-\d\d-\d\d \d\d:\d\d:\d\d\n\[세션 \d{8}\]\n", system[:-len(experiments.LONG_SYSTEM_PROMPT)])
+    assert system.endswith(experiments.LONG_SYSTEM_PROMPT)
+    assert experiments.longest_messages()[1:] == experiments.shared_prefix_messages("")[1:]
+
+
 def test_a_failure_is_explained_in_the_learners_words_quoting_only_an_openai_error():
     import httpx2 as httpx  # what the openai client uses
     from openai import APIConnectionError, APIStatusError

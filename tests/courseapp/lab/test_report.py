@@ -344,3 +344,19 @@ def test_experiment_2_flags_a_total_under_1_2_times_one_requests_and_adds_the_se
     assert "only 1.2×" in reading("2", sample_report)["warning"]
     sample_report["concurrent"]["server_token_interval"] = {"alone_ms": 5.0, "together_ms": 8.0, "metric": "m"}
     assert "scene (§3.2). The server's own measure (m):" in reading("2", sample_report)["reading"]
+
+
+@pytest.mark.usefixtures("english")
+def test_the_sweep_batching_and_preemption_rows_warn_in_their_own_words_and_only_when_they_should(sample_report):
+    from courseapp.lab.reading import reading
+
+    rep = _with_batching(_with_sweep(sample_report))
+    assert [reading(k, rep)["warning"] for k in ("6", "7", "5")] == ["", "", ""]
+    assert reading("6", rep)["section"] == "s3-3"
+    assert reading("6", _with_sweep(rep, servers=(160.0, 290.0, 520.0, 600.0, 580.0)))["warning"] == (
+        "The total stopped growing after 8 at once: the engine (or this 2-core CPU) was full there; more requests only queue.")
+    nothing = reading("6", _with_sweep(rep, servers=(0.0,) * 5, pers=(0.0,) * 5))["reading"]
+    assert "the total went ×0.0 and each request's speed to 0%." in nothing, "a first level that measured nothing"
+    tie = reading("7", _with_batching(rep, continuous=(3.0, 2.9), static=(4.5, 2.9)))["warning"]
+    assert tie == ("Here the short answers did not come back sooner with continuous batching. On a busy machine "
+                   "one run can be noise: run the lab again and compare."), "as soon is not sooner"
