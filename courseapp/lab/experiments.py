@@ -345,7 +345,7 @@ class Lab:
         lengths = [long if i % 3 == 0 else short for i in range(BATCHING_REQUESTS)]
         result = {"seats": BATCHING_SEATS, "long": long, "short": short}
         for mode in ("continuous", "static"):
-            base = s.batching_urls[mode].rstrip("/")
+            base = s.batching_urls[mode].rstrip("/")  # pragma: no mutate (tidy only: the client sends //v1 as /v1)
             api = self._client(base)
             many = await asyncio.gather(*(self._ask(api, f"{mode[0]}{i + 1}", user, t0, max_tokens=n, ignore_eos=True)
                                           for i, n in enumerate(lengths)))

@@ -56,7 +56,14 @@ def serve(fake: Fake):
         def log_message(self, *args):
             pass
 
+        def _not_found(self):  # as a real server: the lab must ask the right path
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
         def do_GET(self):
+            if self.path != "/metrics":
+                return self._not_found()
             body = fake.metrics().encode()
             self.send_response(200)
             self.send_header("Content-Type", "text/plain")
@@ -66,6 +73,8 @@ def serve(fake: Fake):
 
         def do_POST(self):
             request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            if self.path != "/v1/chat/completions":
+                return self._not_found()
             with fake.lock:
                 fake.bodies.append(request)
                 fake.running += 1
@@ -193,6 +202,8 @@ def test_experiment_7_sends_the_same_mixed_batch_to_both_engines(lab):
     assert (b["seats"], b["long"], b["short"]) == (experiments.BATCHING_SEATS, 40, 5)
     sent = [body["max_tokens"] for body in static.bodies]
     assert sorted(sent) == sorted([40] * 4 + [5] * 8) and all(body.get("ignore_eos") for body in static.bodies)
+    asked = [{"role": "system", "content": experiments.SYSTEM_PROMPT}, {"role": "user", "content": experiments.QUESTION}]
+    assert all(body["messages"] == asked for body in static.bodies + fake.bodies[-12:]), "experiment 2's question"
     for mode in ("continuous", "static"):
         m = b[mode]
         assert len(m["requests"]) == 12 and m["total_tokens"] == 4 * 40 + 8 * 5

@@ -270,10 +270,10 @@ def test_an_empty_answer_and_a_long_one_keep_the_terminal_layout(sample_report):
     lines = report.as_text(sample_report).splitlines()
     first = lines.index("■ 1. 요청 1건")
     assert lines[first + 4:first + 7] == ["  출력 원문", "    ", ""]
-    sample_report["single"]["text"] = "a" * 96 + " " + "b" * 10
+    sample_report["single"]["text"] = "a" * 95 + " b"  # 101 columns with its indent
     lines = report.as_text(sample_report).splitlines()
-    assert lines[first + 5:first + 7] == ["    " + "a" * 96, "    " + "b" * 10], "4 + 96 columns fill a line of 100"
-    assert report.as_text(sample_report, width=120).splitlines()[first + 5] == "    " + "a" * 96 + " " + "b" * 10
+    assert lines[first + 5:first + 7] == ["    " + "a" * 95, "    b"], "a line holds 100 columns"
+    assert report.as_text(sample_report, width=101).splitlines()[first + 5] == "    " + "a" * 95 + " b"
 
 
 def test_hangul_labels_take_two_columns_so_the_values_line_up(sample_report):
