@@ -13,6 +13,7 @@ import pytest
 
 from courseapp.lab import experiments
 from courseapp.lab.experiments import LabSettings
+from tests.scopes import module_unless_collecting_stats
 
 TTFT_S = 0.03  # before the first text chunk
 TOKEN_S = 0.004  # between chunks: an answer of 40 lasts at least 0.19 s
@@ -114,17 +115,17 @@ def serve(fake: Fake):
     return server, f"http://127.0.0.1:{server.server_address[1]}"
 
 
-def run(fake, **overrides):
+def run(fake, on_progress=None, **overrides):
     """experiments.run in a thread of its own, as the lab runner calls it (a browser test's
     Playwright session may keep an event loop running in this one)."""
     from concurrent.futures import ThreadPoolExecutor
 
     settings = LabSettings(base_url=fake.url, max_tokens=40, concurrency=8, sample_every_s=0.05, timeout_s=30, **overrides)
     with ThreadPoolExecutor(1) as pool:
-        return pool.submit(experiments.run, settings).result(timeout=300)
+        return pool.submit(experiments.run, settings, on_progress=on_progress).result(timeout=300)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope=module_unless_collecting_stats)  # tests/scopes.py: mutmut sees every test use it
 def lab():
     """One whole lab run against the fake: (the fake, its report)."""
     # before experiments 1 and 2: 3 (+1 on the idle engine), from then on: 5 (+1)
@@ -194,7 +195,9 @@ def test_experiment_7_sends_the_same_mixed_batch_to_both_engines(lab):
     server_c, fake.url = serve(fake)
     server, static.url = serve(static)
     try:
-        report = run(fake, batching_urls={"continuous": fake.url, "static": static.url + "/"})  # a URL as pasted
+        seen = []  # the progress the lab page shows: (done, total, message)
+        report = run(fake, batching_urls={"continuous": fake.url, "static": static.url + "/"},  # a URL as pasted
+                     on_progress=lambda p: seen.append((p.done, p.total, p.message)))
     finally:
         server.shutdown()
         server_c.shutdown()
@@ -212,6 +215,14 @@ def test_experiment_7_sends_the_same_mixed_batch_to_both_engines(lab):
             f"{mode[0]}{i + 1}": 40 if i % 3 == 0 else 5 for i in range(12)}
         shorts = [r["elapsed"] for r in m["requests"] if r["completion_tokens"] == 5]
         assert m["short_mean_latency_s"] == pytest.approx(sum(shorts) / 8)
+        assert m["mean_latency_s"] == pytest.approx(sum(r["elapsed"] for r in m["requests"]) / 12)
+        assert m["span_s"] == pytest.approx(max(r["started"] + r["elapsed"] for r in m["requests"])
+                                            - min(r["started"] for r in m["requests"]))
+        assert m["server_tokens_per_s"] == pytest.approx(m["total_tokens"] / m["span_s"])
+        assert all(r["tokens_per_s"] == pytest.approx(r["completion_tokens"] / r["elapsed"]) for r in m["requests"])
+    total = 2 + 8 + 4 + len(experiments.SWEEP_LEVELS) + 2
+    assert [(done, n) for done, n, _ in seen] == [(i, total) for i in range(1, total + 1)], "one step at a time, to the end"
+    assert [message for *_, message in seen[-2:]] == ["experiment 7: continuous batching", "experiment 7: static batching"]
 
 
 def test_experiment_7s_short_answers_are_an_eighth_of_the_long_ones_and_never_under_4_tokens():
@@ -247,3 +258,15 @@ def test_a_failure_is_explained_in_the_learners_words_quoting_only_an_openai_err
     assert experiments._explain(APIConnectionError(request=request)) == \
         "could not reach the server (is it running, and is the base URL right?)"
     assert experiments._explain(ValueError("no choices in the answer")) == "ValueError: no choices in the answer"
+
+
+def test_the_servers_token_interval_is_the_histograms_mean_over_the_window_or_none():
+    """From two scrapes of vllm:inter_token_latency_seconds: (Δsum ÷ Δcount) in ms; None when a
+    scrape lacks the histogram or no token came out between them (nothing to divide)."""
+    before, after = {"itl_sum": 1.0, "itl_count": 10.0}, {"itl_sum": 1.5, "itl_count": 110.0}
+    assert experiments.token_interval_ms(before, after) == pytest.approx(5.0)
+    assert experiments.token_interval_ms(before, {"itl_sum": 1.004, "itl_count": 11.0}) == pytest.approx(4.0), "one token"
+    assert experiments.token_interval_ms(before, before) is None
+    for missing in ("itl_sum", "itl_count"):
+        partial = {k: v for k, v in after.items() if k != missing}
+        assert experiments.token_interval_ms(before, partial) is None and experiments.token_interval_ms(partial, after) is None

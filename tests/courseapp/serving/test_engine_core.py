@@ -13,6 +13,7 @@ from courseapp.demo.host import ServingEngine, ServingRefused
 from courseapp.demo.engine_process import EngineProcess
 from courseapp.serving.engine_core import ServedEngine
 from tests.aio import run_in_fresh_loop
+from tests.scopes import module_unless_collecting_stats
 
 # a stats line every 0.2 s of work, so the server log has lines within a short test
 OPTIONS = {"num_blocks": 64, "max_num_seqs": 4, "max_num_batched_tokens": 256, "enable_prefix_caching": True,
@@ -28,7 +29,7 @@ def process():
     process.shutdown()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope=module_unless_collecting_stats)  # tests/scopes.py: mutmut sees every test use it
 def core(process):
     engine = ServedEngine(process, "site", OPTIONS).ensure_open()
     yield engine
