@@ -360,3 +360,7 @@ def test_the_sweep_batching_and_preemption_rows_warn_in_their_own_words_and_only
     tie = reading("7", _with_batching(rep, continuous=(3.0, 2.9), static=(4.5, 2.9)))["warning"]
     assert tie == ("Here the short answers did not come back sooner with continuous batching. On a busy machine "
                    "one run can be noise: run the lab again and compare."), "as soon is not sooner"
+
+
+def test_wide_and_fullwidth_characters_take_two_terminal_columns():
+    assert report._display_width("가a") == 3 and report._display_width("ＡＢ（") == 6 and report._display_width("ﾊ") == 1
