@@ -223,6 +223,7 @@ def test_the_reading_lines_hold_at_their_limits(sample_report):
         return reading("3t", sample_report)
 
     assert "whole blocks" in cached(32)["reading"] and not cached(32)["warning"]
+    assert "whole blocks" in cached(1)["reading"], "any hit at all is explained"
     assert "whole blocks" not in cached(33)["reading"]
     assert cached(33)["warning"] == ("Many tokens matched although a clock leads the prompt: check that the two "
                                      "beginnings really differed.")
