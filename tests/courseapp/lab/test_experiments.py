@@ -20,7 +20,8 @@ TOKEN_S = 0.004  # between chunks: an answer of 40 lasts at least 0.19 s
 
 
 class Fake:
-    def __init__(self, cached=0, preemptions=(3, 5)):
+    def __init__(self, cached=0, preemptions=(3, 5), metrics_status=200):
+        self.metrics_status = metrics_status  # a server whose /metrics is missing answers 404
         self.running = 0
         self.peak = 0
         self.lock = threading.Lock()
@@ -34,20 +35,21 @@ class Fake:
             running = self.running
             count = self.preemptions[0] if len(self.preemptions) == 1 else self.preemptions.pop(0)
             itl_sum, itl_count = self.itl_sum, self.itl_count
+        engines = (("0", 1.0), ("1", 0.0))  # a second engine, idle: sums count it, max would too
+        families = {  # name → (type, {engine: value}, another model's value, listed first in each)
+            "vllm:num_requests_running": ("gauge", {e: running * share for e, share in engines}, 50.0),
+            "vllm:num_requests_waiting": ("gauge", {e: 0.0 for e, _ in engines}, 7.0),
+            "vllm:kv_cache_usage_perc": ("gauge", {e: 0.01 * running * share for e, share in engines}, 0.9),
+            "vllm:num_preemptions_total": ("counter", {"0": count, "1": 1}, 99.0),
+        }
         lines = []
-        for engine, share in (("0", 1.0), ("1", 0.0)):  # a second engine, idle: sums count it, max would too
-            lines += [f'vllm:num_requests_running{{engine="{engine}",model_name="munuibot"}} {running * share}',
-                      f'vllm:num_requests_waiting{{engine="{engine}",model_name="munuibot"}} 0.0',
-                      f'vllm:kv_cache_usage_perc{{engine="{engine}",model_name="munuibot"}} {0.01 * running * share}',
-                      f'vllm:num_preemptions_total{{engine="{engine}",model_name="munuibot"}} {count if engine == "0" else 1}']
-        lines += [f'vllm:inter_token_latency_seconds_sum{{engine="0",model_name="munuibot"}} {itl_sum}',
+        for name, (kind, values, stranger) in families.items():  # a filter that stopped at the stranger loses ours
+            lines += [f"# TYPE {name} {kind}", f'{name}{{engine="0",model_name="other"}} {stranger}']
+            lines += [f'{name}{{engine="{e}",model_name="munuibot"}} {v}' for e, v in values.items()]
+        lines += ["# TYPE vllm:inter_token_latency_seconds histogram",
+                  f'vllm:inter_token_latency_seconds_sum{{engine="0",model_name="munuibot"}} {itl_sum}',
                   f'vllm:inter_token_latency_seconds_count{{engine="0",model_name="munuibot"}} {itl_count}']
-        # another model on the same server: never counted
-        lines += ['vllm:num_requests_running{engine="0",model_name="other"} 50.0',
-                  'vllm:num_preemptions_total{engine="0",model_name="other"} 99.0']
-        return "\n".join(["# TYPE vllm:num_requests_running gauge", "# TYPE vllm:num_requests_waiting gauge",
-                          "# TYPE vllm:kv_cache_usage_perc gauge", "# TYPE vllm:num_preemptions_total counter",
-                          "# TYPE vllm:inter_token_latency_seconds histogram", *lines]) + "\n"
+        return "\n".join(lines) + "\n"
 
 
 def serve(fake: Fake):
@@ -63,7 +65,7 @@ def serve(fake: Fake):
             self.end_headers()
 
         def do_GET(self):
-            if self.path != "/metrics":
+            if self.path != "/metrics" or fake.metrics_status == 404:
                 return self._not_found()
             body = fake.metrics().encode()
             self.send_response(200)
@@ -120,7 +122,8 @@ def run(fake, on_progress=None, **overrides):
     Playwright session may keep an event loop running in this one)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    settings = LabSettings(base_url=fake.url, max_tokens=40, concurrency=8, sample_every_s=0.05, timeout_s=30, **overrides)
+    settings = LabSettings(**{"base_url": fake.url, "max_tokens": 40, "concurrency": 8, "sample_every_s": 0.05,
+                              "timeout_s": 30, **overrides})
     with ThreadPoolExecutor(1) as pool:
         return pool.submit(experiments.run, settings, on_progress=on_progress).result(timeout=300)
 
@@ -132,7 +135,7 @@ def lab():
     fake = Fake(preemptions=(3, 3, 5))
     server, fake.url = serve(fake)
     try:
-        yield fake, run(fake)
+        yield fake, run(fake, base_url=fake.url + "/")  # a base URL as pasted, with its slash
     finally:
         server.shutdown()
 
@@ -223,6 +226,21 @@ def test_experiment_7_sends_the_same_mixed_batch_to_both_engines(lab):
     total = 2 + 8 + 4 + len(experiments.SWEEP_LEVELS) + 2
     assert [(done, n) for done, n, _ in seen] == [(i, total) for i in range(1, total + 1)], "one step at a time, to the end"
     assert [message for *_, message in seen[-2:]] == ["experiment 7: continuous batching", "experiment 7: static batching"]
+    said = [line for line in report["script"] if line.startswith("[7] ")]
+    assert [line.split(" s = ")[0].rsplit(" / ", 1)[0] for line in said] == ["[7] continuous: 200 tokens", "[7] static: 200 tokens"]
+    assert all(f"short answers {b[mode]['short_mean_latency_s']:.2f} s" in line for mode, line in zip(("continuous", "static"), said))
+
+
+def test_a_server_without_metrics_stops_the_lab_saying_so():
+    fake = Fake(metrics_status=404)
+    server, fake.url = serve(fake)
+    try:
+        with pytest.raises(experiments.LabError) as raised:
+            run(fake)
+    finally:
+        server.shutdown()
+    assert str(raised.value) == "GET /metrics answered 404"
+    assert raised.value.script[-1].startswith("[0] warm-up: 40 tokens"), "what was measured before is kept"
 
 
 def test_experiment_7s_short_answers_are_an_eighth_of_the_long_ones_and_never_under_4_tokens():
