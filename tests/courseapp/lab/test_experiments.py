@@ -288,3 +288,37 @@ def test_the_servers_token_interval_is_the_histograms_mean_over_the_window_or_no
     for missing in ("itl_sum", "itl_count"):
         partial = {k: v for k, v in after.items() if k != missing}
         assert experiments.token_interval_ms(before, partial) is None and experiments.token_interval_ms(partial, after) is None
+
+
+def test_experiment_4s_samples_carry_the_clock_the_offset_and_this_models_gauges(lab):
+    """Row 4's table: each sample's wall-clock time to the hundredth, its offset from experiment
+    2's start in ms steps (rising), and running / waiting / KV usage of this model only."""
+    import re
+
+    _fake, report = lab
+    series = report["series"]
+    assert all(set(p) == {"time", "t", "running", "waiting", "kv"} for p in series)
+    assert all(re.fullmatch(r"\d\d:\d\d:\d\d\.\d\d", p["time"]) for p in series), series[0]["time"]
+    offsets = [p["t"] for p in series]
+    assert offsets == sorted(offsets) and len(set(offsets)) == len(offsets) and all(t == round(t, 3) for t in offsets)
+    assert 0 <= offsets[0] < 5, "the first sample is taken as experiment 2 starts"
+    assert all(p["waiting"] == 0.0 for p in series), "the other model's 7 waiting are not ours"
+    assert sorted(int(m["label"]) for m in report["concurrent"]["requests"]) == list(range(1, 9))
+
+
+def test_server_log_lines_are_marked_by_whether_they_fell_within_a_second_of_experiment_2():
+    """The lines read since the lab began; a log's clock has whole seconds, so a second either
+    side of experiment 2 counts; a line without a time is neither."""
+    asked = []
+
+    def read_logs(since):
+        asked.append(since)
+        return [{"time": t, "kind": "stats", "line": str(t)} for t in (98.9, 99.0, 105.0, 111.0, 111.1, None)]
+
+    lab = experiments.Lab(LabSettings(base_url="http://x"), read_logs=read_logs)
+    marked = lab._logs(42.0, [100.0, 110.0])
+    assert asked == [42.0]
+    assert [(e["line"], e["during_2"]) for e in marked] == [
+        ("98.9", False), ("99.0", True), ("105.0", True), ("111.0", True), ("111.1", False), ("None", None)]
+    assert marked[0]["kind"] == "stats" and marked[0]["time"] == 98.9
+    assert experiments.Lab(LabSettings(base_url="http://x"))._logs(42.0, [100.0, 110.0]) is None, "no log to read"
