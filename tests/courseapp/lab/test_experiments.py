@@ -5,6 +5,7 @@ another model and of a second engine beside them (a scaled server's /metrics).
 
 Each test holds a promise the report relies on; the mutants of issue #34 it kills are named."""
 import json
+import re
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -322,3 +323,61 @@ def test_server_log_lines_are_marked_by_whether_they_fell_within_a_second_of_exp
         ("98.9", False), ("99.0", True), ("105.0", True), ("111.0", True), ("111.1", False), ("None", None)]
     assert marked[0]["kind"] == "stats" and marked[0]["time"] == 98.9
     assert experiments.Lab(LabSettings(base_url="http://x"))._logs(42.0, [100.0, 110.0]) is None, "no log to read"
+
+
+def _scripted(lab, answer):
+    """Replaces the lab's request with `answer(label, messages)` → Measured; returns the asks."""
+    asked = []
+
+    async def ask(api, label, messages, t0, max_tokens=None, ignore_eos=None):
+        asked.append((label, messages))
+        return answer(label, messages)
+
+    lab._ask = ask
+    return asked
+
+
+def test_the_sweep_sends_each_level_at_once_and_reports_its_mean_rate_total_and_span():
+    import asyncio
+
+    lab = experiments.Lab(LabSettings(base_url="http://x"))
+    steps = []
+    lab.on_progress = lambda p: steps.append((p.message, dict(p.params)))
+
+    def answer(label, _messages):  # request i of a level: starts 0.1 s after the one before, 10 + i tokens in 2 s
+        i = int(label.split("-")[1]) - 1
+        return experiments.Measured(label, 0.1 * i, 0.01, 2.0, 600, 10 + i, 0, "답")
+
+    asked = _scripted(lab, answer)
+    levels = asyncio.run(lab._sweep(None, ["question"], 0.0))
+    assert [label for label, _ in asked] == [f"x{n}-{i + 1}" for n in experiments.SWEEP_LEVELS for i in range(n)]
+    assert all(messages == ["question"] for _, messages in asked)
+    for level, n in zip(levels, experiments.SWEEP_LEVELS, strict=True):
+        tokens, span = sum(10 + i for i in range(n)), 0.1 * (n - 1) + 2.0
+        assert level == pytest.approx({"concurrency": n, "per_request_tokens_per_s": tokens / 2.0 / n,
+                                       "server_tokens_per_s": tokens / span, "span_s": span})
+    assert lab.script[1] == f"[sweep] 2 at once: 5.2 tok/s per request, {21 / 2.1:.1f} tok/s in all"
+    assert steps == [("%(n)d requests at once", {"n": n}) for n in experiments.SWEEP_LEVELS]
+
+
+def test_experiment_3_tags_its_run_and_stamps_each_stamped_request_with_a_second_of_its_own(monkeypatch):
+    """The tag: this run's 8 digits, so a server that ran the lab before meets a cold cache. The
+    stamp: the time to the second, a new second for the second request (the prompts must differ)."""
+    import asyncio
+
+    monkeypatch.setattr(experiments.time, "time_ns", lambda: 1_234_567_891_234_567_890)
+    lab = experiments.Lab(LabSettings(base_url="http://x"))
+    steps = []
+    lab.on_progress = lambda p: steps.append((p.message, dict(p.params)))
+    asked = _scripted(lab, lambda label, _m: experiments.Measured(label, 0.0, 0.01, 0.1, 1545, 5, 0, "답"))
+    pairs = asyncio.run(lab._shared_prefix(None, 0.0))
+    assert [label for label, _ in asked] == ["same-1", "same-2", "time-1", "time-2"]
+    systems = [messages[0]["content"] for _, messages in asked]
+    assert systems[0] == systems[1] == "[세션 34567890]\n" + experiments.LONG_SYSTEM_PROMPT
+    stamps = [system.removesuffix(systems[0]) for system in systems[2:]]
+    assert all(re.fullmatch(r"현재 시각: \d{4}-\d\d-\d\d \d\d:\d\d:\d\d\n", stamp) for stamp in stamps) and stamps[0] != stamps[1]
+    assert [m["label"] for m in pairs["same"] + pairs["time"]] == ["same-1", "same-2", "time-1", "time-2"]
+    assert steps == [("experiment 3: the same system prompt, %(i)d/2", {"i": 1}), ("experiment 3: the same system prompt, %(i)d/2", {"i": 2}),
+                     ("experiment 3: the current time at the front, %(i)d/2", {"i": 1}),
+                     ("experiment 3: the current time at the front, %(i)d/2", {"i": 2})]
+    assert lab.script == [f"[3] {label}: prompt 1545 tokens, cached 0, ttft 10 ms" for label in ("same-1", "same-2", "time-1", "time-2")]
