@@ -135,8 +135,10 @@ def lab():
     # before experiments 1 and 2: 3 (+1 on the idle engine), from then on: 5 (+1)
     fake = Fake(preemptions=(3, 3, 5))
     server, fake.url = serve(fake)
+    fake.steps = []  # the progress the lab page shows: (message, params)
     try:
-        yield fake, run(fake, base_url=fake.url + "/")  # a base URL as pasted, with its slash
+        yield fake, run(fake, base_url=fake.url + "/",  # a base URL as pasted, with its slash
+                        on_progress=lambda p: fake.steps.append((p.message, dict(p.params))))
     finally:
         server.shutdown()
 
@@ -369,7 +371,8 @@ def test_experiment_3_tags_its_run_and_stamps_each_stamped_request_with_a_second
     lab = experiments.Lab(LabSettings(base_url="http://x"))
     steps = []
     lab.on_progress = lambda p: steps.append((p.message, dict(p.params)))
-    asked = _scripted(lab, lambda label, _m: experiments.Measured(label, 0.0, 0.01, 0.1, 1545, 5, 0, "답"))
+    # the last answer's first text never came (ttft None)
+    asked = _scripted(lab, lambda label, _m: experiments.Measured(label, 0.0, None if label == "time-2" else 1.5, 2.0, 1545, 5, 0, "답"))
     pairs = asyncio.run(lab._shared_prefix(None, 0.0))
     assert [label for label, _ in asked] == ["same-1", "same-2", "time-1", "time-2"]
     systems = [messages[0]["content"] for _, messages in asked]
@@ -380,4 +383,11 @@ def test_experiment_3_tags_its_run_and_stamps_each_stamped_request_with_a_second
     assert steps == [("experiment 3: the same system prompt, %(i)d/2", {"i": 1}), ("experiment 3: the same system prompt, %(i)d/2", {"i": 2}),
                      ("experiment 3: the current time at the front, %(i)d/2", {"i": 1}),
                      ("experiment 3: the current time at the front, %(i)d/2", {"i": 2})]
-    assert lab.script == [f"[3] {label}: prompt 1545 tokens, cached 0, ttft 10 ms" for label in ("same-1", "same-2", "time-1", "time-2")]
+    assert lab.script == [f"[3] {label}: prompt 1545 tokens, cached 0, ttft 1500 ms" for label in ("same-1", "same-2", "time-1")] + [
+        "[3] time-2: prompt 1545 tokens, cached 0, ttft -"]
+
+
+def test_experiment_2_counts_each_request_done_out_of_all(lab):
+    fake, _report = lab
+    steps = [params for message, params in fake.steps if message == "experiment 2: %(i)d of %(n)d at once done"]
+    assert sorted(step["i"] for step in steps) == list(range(1, 9)) and all(step["n"] == 8 for step in steps)
