@@ -21,8 +21,12 @@ TOKEN_S = 0.004  # between chunks: an answer of 40 lasts at least 0.19 s
 
 
 class Fake:
-    def __init__(self, cached=0, preemptions=(3, 5), metrics_status=200):
+    def __init__(self, cached=0, preemptions=(3, 5), metrics_status=200, usage=True, post_status=200, stall_s=0.0):
         self.metrics_status = metrics_status  # a server whose /metrics is missing answers 404
+        self.usage = usage  # False: a server that sends no usage chunk
+        self.post_status = post_status  # 500: every request fails with an OpenAI-style error
+        self.stall_s = stall_s  # a server that says nothing for this long before the first token
+        self.auth: list[str | None] = []  # each request's Authorization header
         self.running = 0
         self.peak = 0
         self.lock = threading.Lock()
@@ -81,6 +85,16 @@ def serve(fake: Fake):
                 return self._not_found()
             with fake.lock:
                 fake.bodies.append(request)
+                fake.auth.append(self.headers.get("Authorization"))
+            if fake.post_status != 200:
+                body = json.dumps({"error": {"message": "boom", "type": "InternalServerError", "code": 500}}).encode()
+                self.send_response(fake.post_status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                return
+            with fake.lock:
                 fake.running += 1
                 fake.peak = max(fake.peak, fake.running)
                 # what the server would observe between this request's tokens: slower with company
@@ -92,7 +106,11 @@ def serve(fake: Fake):
             self.send_header("Connection", "close")
             self.end_headers()
             try:
-                time.sleep(TTFT_S)
+                time.sleep(TTFT_S + fake.stall_s)
+                # as vLLM begins: the role, with empty content (no text, not a token)
+                first = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "munuibot",
+                         "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]}
+                self.wfile.write(f"data: {json.dumps(first)}\n\n".encode())
                 for i in range(n):
                     chunk = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "munuibot",
                              "choices": [{"index": 0, "delta": {"content": f"t{i} "}, "finish_reason": None}]}
@@ -102,8 +120,12 @@ def serve(fake: Fake):
                 usage = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "munuibot", "choices": [],
                          "usage": {"prompt_tokens": 600, "completion_tokens": n, "total_tokens": 600 + n,
                                    "prompt_tokens_details": {"cached_tokens": fake.cached}}}
-                self.wfile.write(f"data: {json.dumps(usage)}\n\ndata: [DONE]\n\n".encode())
+                if fake.usage:
+                    self.wfile.write(f"data: {json.dumps(usage)}\n\n".encode())
+                self.wfile.write(b"data: [DONE]\n\n")
                 self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up (its timeout)
             finally:
                 with fake.lock:
                     fake.running -= 1
@@ -235,7 +257,8 @@ def test_experiment_7_sends_the_same_mixed_batch_to_both_engines(lab):
 
 
 def test_a_server_without_metrics_stops_the_lab_saying_so():
-    fake = Fake(metrics_status=404)
+    """…after the warm-up, whose tokens were counted from the text chunks (this server sends no usage)."""
+    fake = Fake(metrics_status=404, usage=False)
     server, fake.url = serve(fake)
     try:
         with pytest.raises(experiments.LabError) as raised:
@@ -391,3 +414,32 @@ def test_experiment_2_counts_each_request_done_out_of_all(lab):
     fake, _report = lab
     steps = [params for message, params in fake.steps if message == "experiment 2: %(i)d of %(n)d at once done"]
     assert sorted(step["i"] for step in steps) == list(range(1, 9)) and all(step["n"] == 8 for step in steps)
+
+
+def test_each_request_asks_this_model_greedily_with_usage_in_its_stream_and_the_text_is_kept_whole(lab):
+    fake, report = lab
+    experiment_2 = fake.bodies[2:10]
+    assert all(body["model"] == "munuibot" and body["temperature"] == 0.0 and body["stream"] is True
+               and body["stream_options"] == {"include_usage": True} and "ignore_eos" not in body for body in experiment_2)
+    assert set(fake.auth) == {"Bearer EMPTY"}, "no key set: vLLM's placeholder"
+    assert report["single"]["text"] == "".join(f"t{i} " for i in range(40))
+    assert report["single"]["completion_tokens"] == 40 and report["single"]["prompt_tokens"] == 600
+
+
+def test_a_failed_request_is_sent_once_with_the_key_and_a_silent_server_times_out():
+    """No retries (a refusal is the lab's to report, and a retry would send the request twice);
+    the learner's key and ignore_eos go with it; the lab's timeout bounds a server that stalls."""
+    failing, stalling = Fake(post_status=500), Fake(stall_s=3.0)
+    servers = [serve(failing), serve(stalling)]
+    failing.url, stalling.url = servers[0][1], servers[1][1]
+    try:
+        with pytest.raises(experiments.LabError) as raised:
+            run(failing, api_key="sekrit", ignore_eos=True)
+        assert str(raised.value) == "the server answered 500: boom"
+        assert len(failing.bodies) == 1 and failing.auth == ["Bearer sekrit"] and failing.bodies[0]["ignore_eos"] is True
+        with pytest.raises(experiments.LabError) as raised:
+            run(stalling, timeout_s=0.5)
+        assert str(raised.value) == "could not reach the server (is it running, and is the base URL right?)"
+    finally:
+        for server, _url in servers:
+            server.shutdown()
