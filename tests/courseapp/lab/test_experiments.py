@@ -424,6 +424,8 @@ def test_each_request_asks_this_model_greedily_with_usage_in_its_stream_and_the_
     assert set(fake.auth) == {"Bearer EMPTY"}, "no key set: vLLM's placeholder"
     assert report["single"]["text"] == "".join(f"t{i} " for i in range(40))
     assert report["single"]["completion_tokens"] == 40 and report["single"]["prompt_tokens"] == 600
+    assert report["single"]["cached_tokens"] == 0, "the usage's prompt_tokens_details, read (not None)"
+    assert 0 < report["single"]["elapsed"] < 60, "seconds from sending to the last chunk"
 
 
 def test_a_failed_request_is_sent_once_with_the_key_and_a_silent_server_times_out():
