@@ -119,13 +119,13 @@ def _refuse_unsupported(body: dict, chat: bool) -> None:
         if allowed is None or value is None:
             continue
         # a bool where a number is taken is refused (True == 1 in Python, not in the API)
-        number_as_bool = isinstance(value, bool) and not any(isinstance(ok, bool) for ok in allowed)
+        number_as_bool = isinstance(value, bool) and not any(isinstance(ok, bool) for ok in allowed)  # pragma: no mutate (all for any: each NO_OP's values are all bools or none)
         if value not in allowed or number_as_bool:
             raise bad(_WHY[name] + f"; got {json.dumps(value, ensure_ascii=False)[:80]}", name, "unsupported_parameter")
 
 
 def _number(body: dict, name: str, default: float, low: float, high: float, *, low_open: bool = False) -> float:
-    value = body.get(name, default)
+    value = body.get(name)
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
@@ -255,7 +255,7 @@ def parse_request(raw: bytes, *, chat: bool, served_model: str) -> GenerationReq
     stream_options = body.get("stream_options") or {}
     if not isinstance(stream_options, dict):
         raise bad("'stream_options' must be an object", "stream_options")
-    echo = False if chat else _flag(body, "echo")
+    echo = False if chat else _flag(body, "echo")  # pragma: no mutate (chat's echo was refused above)
     tokens_name = "max_completion_tokens" if chat and "max_completion_tokens" in body else "max_tokens"
     request = GenerationRequest(
         chat=chat,
@@ -276,7 +276,7 @@ def parse_request(raw: bytes, *, chat: bool, served_model: str) -> GenerationReq
         prompt_logprobs=_integer(body, "prompt_logprobs", 0, MAX_LOGPROBS),
         echo=echo,
         stream=_flag(body, "stream"),
-        include_usage=bool(stream_options.get("include_usage", False)),
+        include_usage=bool(stream_options.get("include_usage")),
     )
     if request.max_tokens is not None and request.min_tokens > request.max_tokens:
         raise bad(f"'min_tokens' ({request.min_tokens}) must not exceed '{tokens_name}' ({request.max_tokens})", "min_tokens")

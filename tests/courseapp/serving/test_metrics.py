@@ -142,3 +142,19 @@ def test_every_family_says_what_vllm_says_it_is():
     metrics = ServingMetrics("munuibot", snapshots=lambda: [("0", snapshot())])
     families = {f.name: f.documentation for f in text_string_to_metric_families(metrics.exposition().decode())}
     assert families == VLLM_HELP
+
+
+def test_each_engines_figures_are_read_from_its_snapshot_at_scrape_time():
+    """Every gauge and counter comes from the engine's snapshot, per engine (a scaled server's
+    two engines side by side), read when /metrics is scraped."""
+    fields = ("num_requests_running", "num_requests_waiting", "kv_cache_usage_perc", "prefix_cache_queries_total",
+              "prefix_cache_hits_total", "num_preemptions_total", "prompt_tokens_total", "generation_tokens_total")
+    first = snapshot(**{f: i + 1 for i, f in enumerate(fields)})
+    second = snapshot(**{f: 10 * (i + 1) for i, f in enumerate(fields)})
+    metrics = ServingMetrics("munuibot", snapshots=lambda: [("0", first), ("1", second)])
+    found = {(s.name, s.labels["engine"]): s.value for s in samples(metrics) if s.labels.get("model_name") == "munuibot"}
+    names = ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
+             "vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total", "vllm:num_preemptions_total",
+             "vllm:prompt_tokens_total", "vllm:generation_tokens_total")
+    assert [found[(name, "0")] for name in names] == [float(i + 1) for i in range(8)]
+    assert [found[(name, "1")] for name in names] == [float(10 * (i + 1)) for i in range(8)]

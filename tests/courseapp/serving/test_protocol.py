@@ -531,3 +531,32 @@ def test_a_body_that_is_not_a_json_object_or_names_another_model_says_so():
         "message": "The model 'gpt-4o' does not exist; this server serves 'munuibot'.", "type": "not_found_error",
         "param": "model", "code": "model_not_found"}
     assert not parse_request(chat(), chat=True, served_model="munuibot").stream, "stream is off unless asked"
+
+
+def test_chat_asks_logprobs_with_logprobs_true_and_its_alternatives_with_top_logprobs():
+    """OpenAI's chat shape: `logprobs: true` for the chosen tokens' own, `top_logprobs` (0 to the
+    most this server gives) for alternatives beside them; `top_logprobs` alone is refused, and
+    the prompt's logprobs belong to /v1/completions."""
+    def asked(**fields):
+        return parse_request(chat(**fields), chat=True, served_model="munuibot").logprobs
+
+    assert asked() is None and asked(logprobs=False) is None
+    assert asked(logprobs=True) == 0 and asked(logprobs=True, top_logprobs=0) == 0
+    assert asked(logprobs=True, top_logprobs=3) == 3 and asked(logprobs=True, top_logprobs=protocol.MAX_LOGPROBS) == protocol.MAX_LOGPROBS
+    for wrong in (-1, protocol.MAX_LOGPROBS + 1):
+        assert refused(chat(logprobs=True, top_logprobs=wrong)).param == "top_logprobs"
+    assert error_body(chat(top_logprobs=2))["message"] == "'top_logprobs' needs 'logprobs': true"
+    assert error_body(chat(top_logprobs=2))["param"] == "top_logprobs"
+    assert error_body(chat(prompt_logprobs=1)) | {"type": None, "code": None} == {
+        "message": "'prompt_logprobs' is for /v1/completions here", "param": "prompt_logprobs", "type": None, "code": None}
+
+
+def test_a_conversation_too_long_for_the_context_counts_every_message():
+    """Two messages each short enough but together too long are refused before the engine."""
+    limit = 64 * protocol.MAX_CHARS_PER_TOKEN
+    half = "가" * (limit // 2 + 1)
+    request = parse_request(chat(messages=[{"role": "system", "content": half}, {"role": "user", "content": half}]),
+                            chat=True, served_model="munuibot")
+    with pytest.raises(ApiError) as caught:
+        protocol.refuse_if_surely_too_long(request, 64)
+    assert caught.value.param == "messages" and f"alone is {2 * len(half)} characters" in caught.value.message
