@@ -148,7 +148,7 @@ def _integer(body: dict, name: str, low: int, high: int | None = None) -> int | 
 
 
 def _flag(body: dict, name: str) -> bool:
-    value = body.get(name, False)
+    value = body.get(name)
     if value is None:
         return False
     if not isinstance(value, bool):

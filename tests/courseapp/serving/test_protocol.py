@@ -560,3 +560,9 @@ def test_a_conversation_too_long_for_the_context_counts_every_message():
     with pytest.raises(ApiError) as caught:
         protocol.refuse_if_surely_too_long(request, 64)
     assert caught.value.param == "messages" and f"alone is {2 * len(half)} characters" in caught.value.message
+
+
+def test_a_flag_sent_as_null_is_false():
+    """Clients that serialise every field send `"stream": null` and the like: off, as absent."""
+    request = parse_request(chat(stream=None, ignore_eos=None, logprobs=None), chat=True, served_model="munuibot")
+    assert (request.stream, request.ignore_eos, request.logprobs) == (False, False, None)
