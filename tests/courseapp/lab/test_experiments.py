@@ -14,6 +14,7 @@ import pytest
 
 from courseapp.lab import experiments
 from courseapp.lab.experiments import LabSettings
+from tests.aio import run_in_fresh_loop
 from tests.scopes import module_unless_collecting_stats
 
 TTFT_S = 0.03  # before the first text chunk
@@ -363,8 +364,6 @@ def _scripted(lab, answer):
 
 
 def test_the_sweep_sends_each_level_at_once_and_reports_its_mean_rate_total_and_span():
-    import asyncio
-
     lab = experiments.Lab(LabSettings(base_url="http://x"))
     steps = []
     lab.on_progress = lambda p: steps.append((p.message, dict(p.params)))
@@ -374,7 +373,7 @@ def test_the_sweep_sends_each_level_at_once_and_reports_its_mean_rate_total_and_
         return experiments.Measured(label, 0.1 * i, 0.01, 2.0, 600, 10 + i, 0, "답")
 
     asked = _scripted(lab, answer)
-    levels = asyncio.run(lab._sweep(None, ["question"], 0.0))
+    levels = run_in_fresh_loop(lambda: lab._sweep(None, ["question"], 0.0))
     assert [label for label, _ in asked] == [f"x{n}-{i + 1}" for n in experiments.SWEEP_LEVELS for i in range(n)]
     assert all(messages == ["question"] for _, messages in asked)
     for level, n in zip(levels, experiments.SWEEP_LEVELS, strict=True):
@@ -388,15 +387,13 @@ def test_the_sweep_sends_each_level_at_once_and_reports_its_mean_rate_total_and_
 def test_experiment_3_tags_its_run_and_stamps_each_stamped_request_with_a_second_of_its_own(monkeypatch):
     """The tag: this run's 8 digits, so a server that ran the lab before meets a cold cache. The
     stamp: the time to the second, a new second for the second request (the prompts must differ)."""
-    import asyncio
-
     monkeypatch.setattr(experiments.time, "time_ns", lambda: 1_234_567_891_234_567_890)
     lab = experiments.Lab(LabSettings(base_url="http://x"))
     steps = []
     lab.on_progress = lambda p: steps.append((p.message, dict(p.params)))
     # the last answer's first text never came (ttft None)
     asked = _scripted(lab, lambda label, _m: experiments.Measured(label, 0.0, None if label == "time-2" else 1.5, 2.0, 1545, 5, 0, "답"))
-    pairs = asyncio.run(lab._shared_prefix(None, 0.0))
+    pairs = run_in_fresh_loop(lambda: lab._shared_prefix(None, 0.0))
     assert [label for label, _ in asked] == ["same-1", "same-2", "time-1", "time-2"]
     systems = [messages[0]["content"] for _, messages in asked]
     assert systems[0] == systems[1] == "[세션 34567890]\n" + experiments.LONG_SYSTEM_PROMPT
