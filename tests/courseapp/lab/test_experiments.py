@@ -23,7 +23,7 @@ TOKEN_S = 0.004  # between chunks: an answer of 40 lasts at least 0.19 s
 
 class Fake:
     def __init__(self, cached=0, preemptions=(3, 5), metrics_status=200, usage=True, post_status=200, stall_s=0.0):
-        self.metrics_status = metrics_status  # a server whose /metrics is missing answers 404
+        self.metrics_status = metrics_status  # e.g. 404: a server without /metrics
         self.usage = usage  # False: a server that sends no usage chunk
         self.post_status = post_status  # 500: every request fails with an OpenAI-style error
         self.stall_s = stall_s  # a server that says nothing for this long before the first token
@@ -65,14 +65,16 @@ def serve(fake: Fake):
         def log_message(self, *args):
             pass
 
-        def _not_found(self):  # as a real server: the lab must ask the right path
-            self.send_response(404)
+        def _empty(self, status: int = 404):  # 404 off the two paths, as a real server: the lab must ask the right one
+            self.send_response(status)
             self.send_header("Content-Length", "0")
             self.end_headers()
 
         def do_GET(self):
-            if self.path != "/metrics" or fake.metrics_status == 404:
-                return self._not_found()
+            if self.path != "/metrics":
+                return self._empty()
+            if fake.metrics_status != 200:
+                return self._empty(fake.metrics_status)
             body = fake.metrics().encode()
             self.send_response(200)
             self.send_header("Content-Type", "text/plain")
@@ -83,7 +85,7 @@ def serve(fake: Fake):
         def do_POST(self):
             request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             if self.path != "/v1/chat/completions":
-                return self._not_found()
+                return self._empty()
             with fake.lock:
                 fake.bodies.append(request)
                 fake.auth.append(self.headers.get("Authorization"))

@@ -5,7 +5,6 @@ as the engine in this process, refusals with their reason, an abort that ends th
 import asyncio
 import os
 import signal
-import time
 
 import pytest
 
@@ -13,6 +12,7 @@ from courseapp.demo.host import ServingEngine, ServingRefused
 from courseapp.demo.engine_process import EngineProcess
 from courseapp.serving.engine_core import ServedEngine
 from tests.aio import run_in_fresh_loop
+from tests.e2e.conftest import wait_until
 from tests.scopes import module_unless_collecting_stats
 
 # a stats line every 0.2 s of work, so the server log has lines within a short test
@@ -228,13 +228,9 @@ def test_tokenize_detokenize_and_the_server_log_answer_as_the_engine_in_this_pro
         here.stop()
     core.check_health()
     run_in_fresh_loop(lambda: answer(core, "logged", 40))
-    lines = []
-    for _ in range(100):  # the line comes at the next 0.2 s tick, which a short answer may finish before
-        lines = core.log_lines()
-        if lines:
-            break
-        time.sleep(0.05)
-    assert lines and {"time", "kind", "line"} <= set(lines[-1])
+    # the line comes at the next 0.2 s tick, which a short answer may finish before
+    lines = wait_until(core.log_lines, 5, "a stats line in the server log")
+    assert {"time", "kind", "line"} <= set(lines[-1])
     assert core.log_lines(since=lines[-1]["time"] + 1) == [], "only the lines written since the time asked"
 
 
