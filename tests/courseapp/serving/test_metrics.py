@@ -20,10 +20,12 @@ DASHBOARD_SERIES = (
 )
 
 
+SNAPSHOT_FIELDS = ("num_requests_running", "num_requests_waiting", "kv_cache_usage_perc", "prefix_cache_queries_total",
+                   "prefix_cache_hits_total", "num_preemptions_total", "prompt_tokens_total", "generation_tokens_total")
+
+
 def snapshot(**values):
-    fields = ("num_requests_running", "num_requests_waiting", "kv_cache_usage_perc", "prefix_cache_queries_total",
-              "prefix_cache_hits_total", "num_preemptions_total", "prompt_tokens_total", "generation_tokens_total")
-    return SimpleNamespace(**{f: values.get(f, 0) for f in fields})
+    return SimpleNamespace(**{f: values.get(f, 0) for f in SNAPSHOT_FIELDS})
 
 
 def finished(tokens=10, ttft=0.5, e2e=1.4, queue=0.2):
@@ -147,10 +149,8 @@ def test_every_family_says_what_vllm_says_it_is():
 def test_each_engines_figures_are_read_from_its_snapshot_at_scrape_time():
     """Every gauge and counter comes from the engine's snapshot, per engine (a scaled server's
     two engines side by side), read when /metrics is scraped."""
-    fields = ("num_requests_running", "num_requests_waiting", "kv_cache_usage_perc", "prefix_cache_queries_total",
-              "prefix_cache_hits_total", "num_preemptions_total", "prompt_tokens_total", "generation_tokens_total")
-    first = snapshot(**{f: i + 1 for i, f in enumerate(fields)})
-    second = snapshot(**{f: 10 * (i + 1) for i, f in enumerate(fields)})
+    first = snapshot(**{f: i + 1 for i, f in enumerate(SNAPSHOT_FIELDS)})
+    second = snapshot(**{f: 10 * (i + 1) for i, f in enumerate(SNAPSHOT_FIELDS)})
     metrics = ServingMetrics("munuibot", snapshots=lambda: [("0", first), ("1", second)])
     found = {(s.name, s.labels["engine"]): s.value for s in samples(metrics) if s.labels.get("model_name") == "munuibot"}
     names = ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
