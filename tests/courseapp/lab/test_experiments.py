@@ -22,7 +22,11 @@ TOKEN_S = 0.004  # between chunks: an answer of 40 lasts at least 0.19 s
 
 
 class Fake:
-    def __init__(self, cached=0, preemptions=(3, 5), metrics_status=200, usage=True, post_status=200, stall_s=0.0):
+    def __init__(self, cached=0, preemptions=(3, 5), metrics_status=200, usage=True, post_status=200, stall_s=0.0,
+                 merged_tail=False):
+        # True: an answer's last two tokens come in one chunk, as a server sends them when its
+        # writer fell behind (vLLM merges what the stream has not taken): chunks are not tokens
+        self.merged_tail = merged_tail
         self.metrics_status = metrics_status  # e.g. 404: a server without /metrics
         self.usage = usage  # False: a server that sends no usage chunk
         self.post_status = post_status  # 500: every request fails with an OpenAI-style error
@@ -115,8 +119,11 @@ def serve(fake: Fake):
                          "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]}
                 self.wfile.write(f"data: {json.dumps(first)}\n\n".encode())
                 for i in range(n):
+                    if fake.merged_tail and i == n - 1 > 0:
+                        continue  # went out with the token before it
+                    text = f"t{i} t{i + 1} " if fake.merged_tail and i == n - 2 else f"t{i} "
                     chunk = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "munuibot",
-                             "choices": [{"index": 0, "delta": {"content": f"t{i} "}, "finish_reason": None}]}
+                             "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]}
                     self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
                     self.wfile.flush()
                     time.sleep(TOKEN_S)
@@ -158,7 +165,7 @@ def run(fake, on_progress=None, **overrides):
 def lab():
     """One whole lab run against the fake: (the fake, its report)."""
     # before experiments 1 and 2: 3 (+1 on the idle engine), from then on: 5 (+1)
-    fake = Fake(preemptions=(3, 3, 5))
+    fake = Fake(preemptions=(3, 3, 5), merged_tail=True)
     server, fake.url = serve(fake)
     fake.steps = []  # the progress the lab page shows: (message, params)
     try:
@@ -422,9 +429,13 @@ def test_each_request_asks_this_model_greedily_with_usage_in_its_stream_and_the_
                and body["stream_options"] == {"include_usage": True} and "ignore_eos" not in body for body in experiment_2)
     assert set(fake.auth) == {"Bearer EMPTY"}, "no key set: vLLM's placeholder"
     assert report["single"]["text"] == "".join(f"t{i} " for i in range(40))
-    assert report["single"]["completion_tokens"] == 40 and report["single"]["prompt_tokens"] == 600
+    assert report["single"]["completion_tokens"] == 40 and report["single"]["prompt_tokens"] == 600, \
+        "tokens from the usage: the fake sends the last two in one chunk"
     assert report["single"]["cached_tokens"] == 0, "the usage's prompt_tokens_details, read (not None)"
     assert 0 < report["single"]["elapsed"] < 60, "seconds from sending to the last chunk"
+    warm, one = report["warmup"], report["single"]
+    assert 0 <= warm["started"] < warm["started"] + warm["elapsed"] <= one["started"] < 60, \
+        "each request's start in seconds since the lab began, the warm-up's before experiment 1's"
 
 
 def test_a_failed_request_is_sent_once_with_the_key_and_a_silent_server_times_out():
