@@ -455,3 +455,21 @@ def test_a_failed_request_is_sent_once_with_the_key_and_a_silent_server_times_ou
     finally:
         for server, _url in servers:
             server.shutdown()
+
+
+def test_one_request_of_one_token_is_a_lab_and_none_is_refused_before_anything_is_sent():
+    """The smallest settings run (one request at once, one token each); zero of either is refused
+    with the reason, and the server hears nothing."""
+    fake = Fake()
+    server, fake.url = serve(fake)
+    try:
+        report = run(fake, concurrency=1, max_tokens=1)
+        assert len(report["concurrent"]["requests"]) == 1 and report["single"]["completion_tokens"] == 1
+        sent = len(fake.bodies)
+        for knobs in ({"concurrency": 0}, {"max_tokens": 0}):
+            with pytest.raises(experiments.LabError) as raised:
+                run(fake, **knobs)
+            assert str(raised.value) == "concurrency and max_tokens must be at least 1"
+        assert len(fake.bodies) == sent
+    finally:
+        server.shutdown()
