@@ -458,13 +458,16 @@ def test_a_failed_request_is_sent_once_with_the_key_and_a_silent_server_times_ou
 
 
 def test_one_request_of_one_token_is_a_lab_and_none_is_refused_before_anything_is_sent():
-    """The smallest settings run (one request at once, one token each); zero of either is refused
-    with the reason, and the server hears nothing."""
+    """The smallest settings run (one request at once, one token each), its progress bar counting
+    to its own end; zero of either is refused with the reason, and the server hears nothing."""
     fake = Fake()
     server, fake.url = serve(fake)
     try:
-        report = run(fake, concurrency=1, max_tokens=1)
+        seen = []
+        report = run(fake, concurrency=1, max_tokens=1, on_progress=lambda p: seen.append((p.done, p.total)))
         assert len(report["concurrent"]["requests"]) == 1 and report["single"]["completion_tokens"] == 1
+        total = 2 + 1 + 4 + len(experiments.SWEEP_LEVELS)  # no experiment 7 without a static engine
+        assert seen == [(i, total) for i in range(1, total + 1)], "the bar ends full, not short of two steps"
         sent = len(fake.bodies)
         for knobs in ({"concurrency": 0}, {"max_tokens": 0}):
             with pytest.raises(experiments.LabError) as raised:
