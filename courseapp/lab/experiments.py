@@ -223,7 +223,7 @@ class Lab:
         t0, lab_wall_start = time.perf_counter(), time.time()
         # The model's own system prompt (it was trained with it) and a customer's question.
         user = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": QUESTION}]
-        async with httpx.AsyncClient(timeout=30, headers=headers) as http:
+        async with httpx.AsyncClient(timeout=s.timeout_s, headers=headers) as http:  # the lab's timeout bounds a scrape too
             self.say(f"server {base}  model {s.model}  temperature {s.temperature:g}  max_tokens {s.max_tokens}"
                      + ("  ignore_eos" if s.ignore_eos else ""))
             warm = await self._ask(api, "warm-up", user, t0)

@@ -23,7 +23,9 @@ TOKEN_S = 0.004  # between chunks: an answer of 40 lasts at least 0.19 s
 
 class Fake:
     def __init__(self, cached=0, preemptions=(3, 5), metrics_status=200, usage=True, post_status=200, stall_s=0.0,
-                 merged_tail=False):
+                 merged_tail=False, metrics_stall_s=0.0):
+        self.metrics_stall_s = metrics_stall_s  # a /metrics that says nothing for this long
+        self.metrics_auth: list[str | None] = []  # each scrape's Authorization header
         # True: an answer's last two tokens come in one chunk, as a server sends them when its
         # writer fell behind (vLLM merges what the stream has not taken): chunks are not tokens
         self.merged_tail = merged_tail
@@ -77,8 +79,11 @@ def serve(fake: Fake):
         def do_GET(self):
             if self.path != "/metrics":
                 return self._empty()
+            with fake.lock:
+                fake.metrics_auth.append(self.headers.get("Authorization"))
             if fake.metrics_status != 200:
                 return self._empty(fake.metrics_status)
+            time.sleep(fake.metrics_stall_s)
             body = fake.metrics().encode()
             self.send_response(200)
             self.send_header("Content-Type", "text/plain")
@@ -476,3 +481,34 @@ def test_one_request_of_one_token_is_a_lab_and_none_is_refused_before_anything_i
         assert len(fake.bodies) == sent
     finally:
         server.shutdown()
+
+
+def test_the_report_keeps_its_settings_but_the_key_and_every_request_carries_the_key(lab):
+    """The report (kept, downloadable) names the settings it ran with but never the learner's key;
+    the key goes with every request, the scrapes of /metrics too (a server behind a proxy that
+    checks it); the script's first line states the conditions as §6 asks (ignore_eos only when
+    set); the warm-up and experiment 1 are labelled as the report shows them; the lab's timeout
+    bounds a /metrics that stalls as it bounds an answer."""
+    _fake, plain = lab
+    assert plain["script"][0] == f"server {_fake.url}  model munuibot  temperature 0  max_tokens 40"
+    assert (plain["warmup"]["label"], plain["single"]["label"]) == ("warm-up", "1")
+    assert _fake.steps[:2] == [("warm-up, 1 request (discarded)", {}), ("experiment 1: one request", {})]
+    fake, stalling = Fake(), Fake(metrics_stall_s=3.0)
+    servers = [serve(fake), serve(stalling)]
+    fake.url, stalling.url = servers[0][1], servers[1][1]
+    try:
+        report = run(fake, api_key="sekrit", ignore_eos=True, concurrency=2, max_tokens=3)
+        with pytest.raises(experiments.LabError) as raised:
+            run(stalling, timeout_s=0.5)
+        assert str(raised.value) == "could not reach the server (is it running, and is the base URL right?)"
+    finally:
+        for server, _url in servers:
+            server.shutdown()
+    settings = report["settings"]
+    assert "api_key" not in settings and "sekrit" not in json.dumps(report)
+    assert settings == {"base_url": fake.url, "model": "munuibot", "concurrency": 2, "max_tokens": 3, "temperature": 0.0,
+                        "sample_every_s": 0.05, "ignore_eos": True, "launch_command": "", "timeout_s": 30,
+                        "batching_urls": None}
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d", report["started_at"]), "to the second, with its zone"
+    assert set(fake.auth) == set(fake.metrics_auth) == {"Bearer sekrit"} and fake.metrics_auth
+    assert report["script"][0] == f"server {fake.url}  model munuibot  temperature 0  max_tokens 3  ignore_eos"
