@@ -23,7 +23,10 @@ TOKEN_S = 0.004  # between chunks: an answer of 40 lasts at least 0.19 s
 
 class Fake:
     def __init__(self, cached=0, preemptions=(3, 5), metrics_status=200, usage=True, post_status=200, stall_s=0.0,
-                 merged_tail=False, metrics_stall_s=0.0):
+                 merged_tail=False, metrics_stall_s=0.0, itl_from=1, preemptions_from=1):
+        # the scrape (1st, 2nd, …) from which the inter-token histogram and the preemption counter
+        # appear: a server that starts them late, or (a large number) never has them
+        self.itl_from, self.preemptions_from, self.scrapes = itl_from, preemptions_from, 0
         self.metrics_stall_s = metrics_stall_s  # a /metrics that says nothing for this long
         self.metrics_auth: list[str | None] = []  # each scrape's Authorization header
         # True: an answer's last two tokens come in one chunk, as a server sends them when its
@@ -44,6 +47,8 @@ class Fake:
 
     def metrics(self) -> str:
         with self.lock:
+            self.scrapes += 1
+            scrape = self.scrapes
             running = self.running
             count = self.preemptions[0] if len(self.preemptions) == 1 else self.preemptions.pop(0)
             itl_sum, itl_count = self.itl_sum, self.itl_count
@@ -52,13 +57,14 @@ class Fake:
             "vllm:num_requests_running": ("gauge", {e: running * share for e, share in engines}, 50.0),
             "vllm:num_requests_waiting": ("gauge", {e: 0.0 for e, _ in engines}, 7.0),
             "vllm:kv_cache_usage_perc": ("gauge", {e: 0.01 * running * share for e, share in engines}, 0.9),
-            "vllm:num_preemptions_total": ("counter", {"0": count, "1": 1}, 99.0),
         }
+        if scrape >= self.preemptions_from:
+            families["vllm:num_preemptions_total"] = ("counter", {"0": count, "1": 1}, 99.0)
         lines = []
         for name, (kind, values, stranger) in families.items():  # a filter that stopped at the stranger loses ours
             lines += [f"# TYPE {name} {kind}", f'{name}{{engine="0",model_name="other"}} {stranger}']
             lines += [f'{name}{{engine="{e}",model_name="munuibot"}} {v}' for e, v in values.items()]
-        lines += ["# TYPE vllm:inter_token_latency_seconds histogram",
+        lines += [] if scrape < self.itl_from else ["# TYPE vllm:inter_token_latency_seconds histogram",
                   f'vllm:inter_token_latency_seconds_sum{{engine="0",model_name="munuibot"}} {itl_sum}',
                   f'vllm:inter_token_latency_seconds_count{{engine="0",model_name="munuibot"}} {itl_count}']
         return "\n".join(lines) + "\n"
@@ -155,7 +161,7 @@ def serve(fake: Fake):
     return server, f"http://127.0.0.1:{server.server_address[1]}"
 
 
-def run(fake, on_progress=None, **overrides):
+def run(fake, on_progress=None, read_logs=None, **overrides):
     """experiments.run in a thread of its own, as the lab runner calls it (a browser test's
     Playwright session may keep an event loop running in this one)."""
     from concurrent.futures import ThreadPoolExecutor
@@ -163,7 +169,7 @@ def run(fake, on_progress=None, **overrides):
     settings = LabSettings(**{"base_url": fake.url, "max_tokens": 40, "concurrency": 8, "sample_every_s": 0.05,
                               "timeout_s": 30, **overrides})
     with ThreadPoolExecutor(1) as pool:
-        return pool.submit(experiments.run, settings, on_progress=on_progress).result(timeout=300)
+        return pool.submit(experiments.run, settings, on_progress=on_progress, read_logs=read_logs).result(timeout=300)
 
 
 @pytest.fixture(scope=module_unless_collecting_stats)  # tests/scopes.py: mutmut sees every test use it
@@ -512,3 +518,66 @@ def test_the_report_keeps_its_settings_but_the_key_and_every_request_carries_the
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d", report["started_at"]), "to the second, with its zone"
     assert set(fake.auth) == set(fake.metrics_auth) == {"Bearer sekrit"} and fake.metrics_auth
     assert report["script"][0] == f"server {fake.url}  model munuibot  temperature 0  max_tokens 3  ignore_eos"
+
+
+def test_the_report_holds_every_experiment_and_the_script_quotes_its_measurements(lab):
+    """What the report page, the CSV and the text report read: every experiment's result under its
+    key, the metric names found, the end time; the script's lines quote the measured numbers."""
+    fake, report = lab
+    assert [m["label"] for m in report["prefix"]["same"]] == ["same-1", "same-2"]
+    assert [m["label"] for m in report["prefix"]["time"]] == ["time-1", "time-2"]
+    assert [level["concurrency"] for level in report["sweep"]] == list(experiments.SWEEP_LEVELS)
+    assert report["metric_names"] == {
+        "running": "vllm:num_requests_running", "waiting": "vllm:num_requests_waiting", "kv": "vllm:kv_cache_usage_perc",
+        "preemptions": "vllm:num_preemptions_total", "itl_sum": "vllm:inter_token_latency_seconds_sum",
+        "itl_count": "vllm:inter_token_latency_seconds_count"}
+    assert report["started_at"] <= report["finished_at"] and len(report["finished_at"]) == len(report["started_at"])
+    one, many = report["single"], report["concurrent"]
+    assert f"[1] alone: ttft {one['ttft'] * 1000:.0f} ms, 40 tokens in {one['elapsed']:.2f} s" in report["script"][2]
+    lines = [line for line in report["script"] if line.startswith("[2] #")]
+    assert len(lines) == 8 and all(f"ttft {m['ttft'] * 1000:.0f} ms, 40 tokens" in line
+                                   for line, m in zip(lines, many["requests"]))
+    assert f"[2] server: 320 tokens / {many['span_s']:.2f} s = {many['server_tokens_per_s']:.1f} tok/s" in report["script"]
+
+
+def test_series_a_server_starts_late_or_never_has_are_reported_as_unknown():
+    """A server whose inter-token histogram appears only after experiment 1 (alone unknown), and
+    whose preemption counter appears only during experiment 2 (no delta: it cannot be told from a
+    restart); and one with neither: no metric named, no line about them."""
+    late, never = Fake(itl_from=2, preemptions_from=3), Fake(itl_from=99, preemptions_from=99)
+    servers = [serve(late), serve(never)]
+    late.url, never.url = servers[0][1], servers[1][1]
+    try:
+        reports = [run(fake) for fake in (late, never)]
+    finally:
+        for server, _url in servers:
+            server.shutdown()
+    itl = reports[0]["concurrent"]["server_token_interval"]
+    assert itl["alone_ms"] is None and itl["together_ms"] > 0 and itl["metric"] == "vllm:inter_token_latency_seconds"
+    assert reports[0]["preemptions"]["before"] is None and reports[0]["preemptions"]["delta"] is None
+    assert reports[1]["concurrent"]["server_token_interval"] == {"alone_ms": None, "together_ms": None, "metric": None}
+    assert reports[1]["preemptions"] == {"before": None, "after": None, "delta": None}
+    assert not any("a token every" in line or line.startswith("[5]") for r in reports for line in r["script"])
+
+
+def test_the_servers_log_is_read_from_the_labs_start_and_marked_by_experiment_2s_window():
+    """`read_logs` is asked for the lines since the lab began; a line written during experiment 2
+    is marked so, one from long before is not (the report's [5] row reads these marks)."""
+    fake = Fake()
+    server, fake.url = serve(fake)
+    asked = []
+
+    def read_logs(since):
+        asked.append(since)
+        return [{"time": since - 100, "kind": "stats", "line": "old"}, {"time": during[0], "kind": "stats", "line": "now"},
+                {"time": None, "kind": "other", "line": "no clock"}]
+
+    during = []
+    try:
+        before = time.time()
+        report = run(fake, on_progress=lambda p: during.append(time.time()) if p.message.startswith("experiment 2") else None,
+                     read_logs=read_logs)
+    finally:
+        server.shutdown()
+    assert len(asked) == 1 and before <= asked[0] <= during[0]
+    assert [(e["line"], e["during_2"]) for e in report["logs"]] == [("old", False), ("now", True), ("no clock", None)]
