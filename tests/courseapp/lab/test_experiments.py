@@ -459,6 +459,8 @@ def test_a_failed_request_is_sent_once_with_the_key_and_a_silent_server_times_ou
         with pytest.raises(experiments.LabError) as raised:
             run(failing, api_key="sekrit", ignore_eos=True)
         assert str(raised.value) == "the server answered 500: boom"
+        assert raised.value.script == [f"server {failing.url}  model munuibot  temperature 0  max_tokens 40  ignore_eos"], \
+            "the script so far goes with the failure (the run page shows it)"
         assert len(failing.bodies) == 1 and failing.auth == ["Bearer sekrit"] and failing.bodies[0]["ignore_eos"] is True
         with pytest.raises(experiments.LabError) as raised:
             run(stalling, timeout_s=0.5)
@@ -537,6 +539,7 @@ def test_the_report_holds_every_experiment_and_the_script_quotes_its_measurement
     lines = [line for line in report["script"] if line.startswith("[2] #")]
     assert len(lines) == 8 and all(f"ttft {m['ttft'] * 1000:.0f} ms, 40 tokens" in line
                                    for line, m in zip(lines, many["requests"]))
+    assert many["total_tokens"] == 320
     assert f"[2] server: 320 tokens / {many['span_s']:.2f} s = {many['server_tokens_per_s']:.1f} tok/s" in report["script"]
 
 
