@@ -230,7 +230,10 @@ def test_experiment_2_reports_the_servers_own_time_between_tokens_alone_and_toge
 def test_3b_puts_the_time_at_the_very_front_of_the_system_prompt(lab):
     """Mutant: the timestamp at the end of the system prompt (the cache would then hit: §4.3's point gone)."""
     fake, _report = lab
-    systems = [b["messages"][0]["content"] for b in fake.bodies if len(b["messages"][0]["content"]) > 3000]
+    long = [b["messages"] for b in fake.bodies if len(b["messages"][0]["content"]) > 3000]
+    assert len(long) == 4 and all([m["role"] for m in messages] == ["system", "user"] for messages in long), \
+        "the long prompt is the system turn (as §6's experiment 3 sends it), the question the user's"
+    systems = [messages[0]["content"] for messages in long]
     same, stamped = systems[:2], systems[2:4]
     assert same[0] == same[1] and same[0].startswith("[세션 ")
     assert all(s.startswith("현재 시각: ") for s in stamped) and stamped[0] != stamped[1]
