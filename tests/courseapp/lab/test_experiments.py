@@ -8,6 +8,7 @@ import json
 import re
 import threading
 import time
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -161,6 +162,20 @@ def serve(fake: Fake):
     return server, f"http://127.0.0.1:{server.server_address[1]}"
 
 
+@contextmanager
+def serving(*fakes):
+    """Each fake on a port of its own (its `url` set) for the block, shut down after it."""
+    servers = []
+    try:
+        for fake in fakes:
+            server, fake.url = serve(fake)
+            servers.append(server)
+        yield
+    finally:
+        for server in servers:
+            server.shutdown()
+
+
 def run(fake, on_progress=None, read_logs=None, **overrides):
     """experiments.run in a thread of its own, as the lab runner calls it (a browser test's
     Playwright session may keep an event loop running in this one)."""
@@ -177,13 +192,10 @@ def lab():
     """One whole lab run against the fake: (the fake, its report)."""
     # before experiments 1 and 2: 3 (+1 on the idle engine), from then on: 5 (+1)
     fake = Fake(preemptions=(3, 3, 5), merged_tail=True)
-    server, fake.url = serve(fake)
     fake.steps = []  # the progress the lab page shows: (message, params)
-    try:
+    with serving(fake):
         yield fake, run(fake, base_url=fake.url + "/",  # a base URL as pasted, with its slash
                         on_progress=lambda p: fake.steps.append((p.message, dict(p.params))))
-    finally:
-        server.shutdown()
 
 
 def test_a_short_experiment_2_is_still_sampled_and_shows_the_requests_running_together(lab):
@@ -244,15 +256,10 @@ def test_experiment_7_sends_the_same_mixed_batch_to_both_engines(lab):
     _fake, plain = lab
     assert plain["batching"] is None, "no static engine named: experiment 7 is left out"
     fake, static = Fake(), Fake()
-    server_c, fake.url = serve(fake)
-    server, static.url = serve(static)
-    try:
+    with serving(fake, static):
         seen = []  # the progress the lab page shows: (done, total, message)
         report = run(fake, batching_urls={"continuous": fake.url, "static": static.url + "/"},  # a URL as pasted
                      on_progress=lambda p: seen.append((p.done, p.total, p.message)))
-    finally:
-        server.shutdown()
-        server_c.shutdown()
     b = report["batching"]
     assert (b["seats"], b["long"], b["short"]) == (experiments.BATCHING_SEATS, 40, 5)
     sent = [body["max_tokens"] for body in static.bodies]
@@ -283,12 +290,8 @@ def test_experiment_7_sends_the_same_mixed_batch_to_both_engines(lab):
 def test_a_server_without_metrics_stops_the_lab_saying_so():
     """…after the warm-up, whose tokens were counted from the text chunks (this server sends no usage)."""
     fake = Fake(metrics_status=404, usage=False)
-    server, fake.url = serve(fake)
-    try:
-        with pytest.raises(experiments.LabError) as raised:
-            run(fake)
-    finally:
-        server.shutdown()
+    with serving(fake), pytest.raises(experiments.LabError) as raised:
+        run(fake)
     assert str(raised.value) == "GET /metrics answered 404"
     assert raised.value.script[-1].startswith("[0] warm-up: 40 tokens"), "what was measured before is kept"
 
@@ -456,9 +459,7 @@ def test_a_failed_request_is_sent_once_with_the_key_and_a_silent_server_times_ou
     """No retries (a refusal is the lab's to report, and a retry would send the request twice);
     the learner's key and ignore_eos go with it; the lab's timeout bounds a server that stalls."""
     failing, stalling = Fake(post_status=500), Fake(stall_s=3.0)
-    servers = [serve(failing), serve(stalling)]
-    failing.url, stalling.url = servers[0][1], servers[1][1]
-    try:
+    with serving(failing, stalling):
         with pytest.raises(experiments.LabError) as raised:
             run(failing, api_key="sekrit", ignore_eos=True)
         assert str(raised.value) == "the server answered 500: boom"
@@ -468,17 +469,13 @@ def test_a_failed_request_is_sent_once_with_the_key_and_a_silent_server_times_ou
         with pytest.raises(experiments.LabError) as raised:
             run(stalling, timeout_s=0.5)
         assert str(raised.value) == "could not reach the server (is it running, and is the base URL right?)"
-    finally:
-        for server, _url in servers:
-            server.shutdown()
 
 
 def test_one_request_of_one_token_is_a_lab_and_none_is_refused_before_anything_is_sent():
     """The smallest settings run (one request at once, one token each), its progress bar counting
     to its own end; zero of either is refused with the reason, and the server hears nothing."""
     fake = Fake()
-    server, fake.url = serve(fake)
-    try:
+    with serving(fake):
         seen = []
         report = run(fake, concurrency=1, max_tokens=1, on_progress=lambda p: seen.append((p.done, p.total)))
         assert len(report["concurrent"]["requests"]) == 1 and report["single"]["completion_tokens"] == 1
@@ -490,8 +487,6 @@ def test_one_request_of_one_token_is_a_lab_and_none_is_refused_before_anything_i
                 run(fake, **knobs)
             assert str(raised.value) == "concurrency and max_tokens must be at least 1"
         assert len(fake.bodies) == sent
-    finally:
-        server.shutdown()
 
 
 def test_the_report_keeps_its_settings_but_the_key_and_every_request_carries_the_key(lab):
@@ -505,16 +500,11 @@ def test_the_report_keeps_its_settings_but_the_key_and_every_request_carries_the
     assert (plain["warmup"]["label"], plain["single"]["label"]) == ("warm-up", "1")
     assert _fake.steps[:2] == [("warm-up, 1 request (discarded)", {}), ("experiment 1: one request", {})]
     fake, stalling = Fake(), Fake(metrics_stall_s=3.0)
-    servers = [serve(fake), serve(stalling)]
-    fake.url, stalling.url = servers[0][1], servers[1][1]
-    try:
+    with serving(fake, stalling):
         report = run(fake, api_key="sekrit", ignore_eos=True, concurrency=2, max_tokens=3)
         with pytest.raises(experiments.LabError) as raised:
             run(stalling, timeout_s=0.5)
         assert str(raised.value) == "could not reach the server (is it running, and is the base URL right?)"
-    finally:
-        for server, _url in servers:
-            server.shutdown()
     settings = report["settings"]
     assert "api_key" not in settings and "sekrit" not in json.dumps(report)
     assert settings == {"base_url": fake.url, "model": "munuibot", "concurrency": 2, "max_tokens": 3, "temperature": 0.0,
@@ -551,13 +541,8 @@ def test_series_a_server_starts_late_or_never_has_are_reported_as_unknown():
     whose preemption counter appears only during experiment 2 (no delta: it cannot be told from a
     restart); and one with neither: no metric named, no line about them."""
     late, never = Fake(itl_from=2, preemptions_from=3), Fake(itl_from=99, preemptions_from=99)
-    servers = [serve(late), serve(never)]
-    late.url, never.url = servers[0][1], servers[1][1]
-    try:
+    with serving(late, never):
         reports = [run(fake) for fake in (late, never)]
-    finally:
-        for server, _url in servers:
-            server.shutdown()
     itl = reports[0]["concurrent"]["server_token_interval"]
     assert itl["alone_ms"] is None and itl["together_ms"] > 0 and itl["metric"] == "vllm:inter_token_latency_seconds"
     assert reports[0]["preemptions"]["before"] is None and reports[0]["preemptions"]["delta"] is None
@@ -570,7 +555,6 @@ def test_the_servers_log_is_read_from_the_labs_start_and_marked_by_experiment_2s
     """`read_logs` is asked for the lines since the lab began; a line written during experiment 2
     is marked so, one from long before is not (the report's [5] row reads these marks)."""
     fake = Fake()
-    server, fake.url = serve(fake)
     asked = []
 
     def read_logs(since):
@@ -579,11 +563,9 @@ def test_the_servers_log_is_read_from_the_labs_start_and_marked_by_experiment_2s
                 {"time": None, "kind": "other", "line": "no clock"}]
 
     during = []
-    try:
+    with serving(fake):
         before = time.time()
         report = run(fake, on_progress=lambda p: during.append(time.time()) if p.message.startswith("experiment 2") else None,
                      read_logs=read_logs)
-    finally:
-        server.shutdown()
     assert len(asked) == 1 and before <= asked[0] <= during[0]
     assert [(e["line"], e["during_2"]) for e in report["logs"]] == [("old", False), ("now", True), ("no clock", None)]
