@@ -43,7 +43,7 @@ TEST_DATABASE_URL ?= postgres://127.0.0.1:5432/test
 PG_NOT_DATABASE = $(addprefix --ignore=tests/courseapp/,serving test_page_imports.py test_http_workers_unit.py test_settings.py \
 	demo/test_engine_process.py demo/test_scenes.py demo/test_host.py demo/test_traces.py demo/test_frames.py demo/test_served_view.py \
 	lab/test_experiments.py lab/test_report.py lab/test_services.py quizzes/test_grading.py)
-PG_SCALED = $(addprefix tests/e2e/test_scaled.py::test_,six_runs_on_one_worker_of_two_seats_wait_their_turn_and_all_finish \
+PG_SCALED = $(addprefix tests/e2e/test_scaled.py::test_,four_runs_on_one_worker_of_two_seats_wait_their_turn_and_all_finish \
 	two_workers_share_the_runs_and_the_page_names_each_runs_host with_no_worker_a_run_waits_queued_then_fails_saying_no_worker_took_it) \
 	tests/e2e/test_scaled_faults.py::test_postgresql_backends_killed_mid_run_cost_a_retry_not_the_run
 # Two test processes (pytest-xdist), each handed whole files: the suite spends half its time

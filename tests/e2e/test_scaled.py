@@ -123,11 +123,11 @@ def test_a_fresh_worker_serves_its_first_run_streams_blocks_and_its_death_is_rep
 
 
 @pytest.mark.parametrize("web", [{"DEMO_STEP_DELAY": "0.03"}], indirect=True)
-def test_six_runs_on_one_worker_of_two_seats_wait_their_turn_and_all_finish(web, workers):
+def test_four_runs_on_one_worker_of_two_seats_wait_their_turn_and_all_finish(web, workers):
     workers.start("solo", concurrency=2)
     wait_until(lambda: b"ready" in (ROOT / ".test-worker-solo.log").read_bytes(), 60, "the worker to be ready")
     runs = []
-    for _ in range(6):
+    for _ in range(4):
         status, started = Browser(web).start(preset="reservation")
         assert status == 201
         runs.append(started["run"])
@@ -141,8 +141,8 @@ def test_six_runs_on_one_worker_of_two_seats_wait_their_turn_and_all_finish(web,
             break
         time.sleep(0.05)
     assert max(on for on, _ in samples) == 2, "never more runs at once than the worker has seats"
-    assert (2, 4) in samples, "two on the worker while the other four waited their turn"
-    assert sorted(DemoRun.objects.filter(pk__in=runs).values_list("status", flat=True)) == ["finished"] * 6
+    assert (2, 2) in samples, "two on the worker while the other two waited their turn"
+    assert sorted(DemoRun.objects.filter(pk__in=runs).values_list("status", flat=True)) == ["finished"] * 4
 
 
 @pytest.mark.parametrize("web", [{"DEMO_PICKUP_WITHIN_S": "3"}], indirect=True)
@@ -286,14 +286,13 @@ def test_a_worker_keeps_serving_after_its_redis_restarts(transactional_db, tmp_p
         wait_until(lambda: status_of(started["run"])[0] in ("running", "finished"), 60, "the first run")
         server.kill()
         server.wait(10)
-        time.sleep(3)
+        time.sleep(1)  # down long enough for the worker's next read to fail
         server = start_redis()
         wait_until(lambda: status_of(started["run"])[0] not in DemoRun.ACTIVE, 90, "the first run to end")
-        for _ in range(2):  # new runs after the restart
-            status, again = Browser(url).start(preset="reservation")
-            assert status == 201
-            wait_until(lambda: status_of(again["run"])[0] not in DemoRun.ACTIVE, 90, "a run after the restart")
-            assert status_of(again["run"]) == ("finished", "")
+        status, again = Browser(url).start(preset="reservation")  # a new run after the restart
+        assert status == 201
+        wait_until(lambda: status_of(again["run"])[0] not in DemoRun.ACTIVE, 90, "a run after the restart")
+        assert status_of(again["run"]) == ("finished", "")
         assert pool.procs[0].poll() is None, "the worker is still up"
     finally:
         pool.stop_all()
