@@ -46,9 +46,10 @@ PG_NOT_DATABASE = $(addprefix --ignore=tests/courseapp/,serving test_page_import
 PG_SCALED = $(addprefix tests/e2e/test_scaled.py::test_,four_runs_on_one_worker_of_two_seats_wait_their_turn_and_all_finish \
 	two_workers_share_the_runs_and_the_page_names_each_runs_host with_no_worker_a_run_waits_queued_then_fails_saying_no_worker_took_it) \
 	tests/e2e/test_scaled_faults.py::test_postgresql_backends_killed_mid_run_cost_a_retry_not_the_run
-# Two test processes (pytest-xdist), each handed whole files: the suite spends half its time
-# waiting on servers, browsers and workers it starts. TEST_PROCESSES=0 runs it in this one.
-TEST_PROCESSES ?= 2
+# Three test processes (pytest-xdist) on 2 cores, each handed whole files: the suite spends much
+# of its time waiting on the servers, browsers and workers it starts (two processes kept 1.5 cores
+# busy; docs/testing.md "Suite time"). TEST_PROCESSES=0 runs it in this one.
+TEST_PROCESSES ?= 3
 # The 15 slowest tests are printed at the end: CI's log says where the time went.
 PYTEST = $(BIN)/python -m pytest -n $(TEST_PROCESSES) --dist loadfile --durations=15
 test: install
