@@ -45,10 +45,11 @@ def reading(row_id: str, report: dict) -> dict:
                         "(check max_num_seqs, the KV pool, and 'running' in row 4).") % {"gain": gain}
         elif share < 0.75:
             warning = _("Each request ran at %(share)s of its speed alone. On a GPU one step barely grows with more "
-                        "requests in it; this lab server is a 2-core CPU shared by the engine and the web server that "
-                        "streams every token to this lab's client, so each step grows with the requests, and with "
-                        "%(n)d answers at once sending and reading their tokens takes about as long as computing them. "
-                        "If the total still grew, §3.3's point (throughput, not one request's speed) stands.") % {
+                        "requests in it; on this lab server, a 2-core CPU, a step with %(n)d requests takes longer than a "
+                        "step with one (each request adds its attention, sampling and text to every step), and the %(n)d "
+                        "requests, sent together, reach the engine a few steps apart, so the later ones wait longer for "
+                        "their first token. If the total still grew, §3.3's point (throughput, not one request's speed) "
+                        "stands.") % {
                 "share": f"{share:.0%}", "n": len(per)}
         return {"section": "s3-3", "reading": text, "warning": warning}
     if row_id in ("3s", "3t"):
