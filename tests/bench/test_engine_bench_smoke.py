@@ -15,18 +15,20 @@ def _run(*args) -> str:
     return done.stdout
 
 
-def test_throughput_compares_every_system_on_one_budget(tiny_llama):
+def test_throughput_compares_the_systems_on_one_budget(tiny_llama):
+    """Without `--compile`: the compiled path's first compile costs 30–130 s on a loaded 2-core
+    machine with a cold cache (every fresh clone), and tests/engine/test_compiled.py runs that
+    path already; its row is `run_engine(..., compile=True)`, the same function as the others."""
     out = _run("bench.throughput", "--model", tiny_llama, "--requests", "4", "--kv-tokens", "256",
-               "--max-num-seqs", "4", "--budget", "64", "--prefill-prompts", "2", "--prefill-length", "64", "--compile",
+               "--max-num-seqs", "4", "--budget", "64", "--prefill-prompts", "2", "--prefill-length", "64",
                "--sdpa", "--plain-linears")
-    for system in ("engine continuous", "engine continuous, compiled", "engine continuous, SDPA decode attention",
+    assert "compiled" not in out, "the compiled path runs only when asked"
+    for system in ("engine continuous", "engine continuous, SDPA decode attention",
                    "engine continuous, matmuls through F.linear", "engine static", "HF generate, static, reserving max-model-len",
                    "HF generate, static, reserving the longest job", "transformers continuous batching"):
         assert re.search(rf"^{re.escape(system)}\s+\d+\s+\d+\.\d+\s+\d+\.\d+\s+\d+\.\d+×$", out, re.M), (system, out)
     assert re.search(r"KV waste, paged .*: \d+\.\d+%", out)
     assert re.search(r"engine continuous decode: .* = \d+\.\d+% of it", out)
-    assert re.search(r"engine continuous, compiled decode: .* = \d+\.\d+% of it", out)
-    assert re.search(r"^compiled path: compile and warm-up \(4 requests\) \d+\.\d s$", out, re.M), out
     assert re.search(r"^prefill, 2 prompts × 64 tokens: engine \(one step\) [\d,]+ tok/s, one plain HF forward [\d,]+ tok/s = \d+% of it$", out, re.M), out
 
 
